@@ -1,0 +1,3 @@
+"""groove: semantic search over a Markdown knowledge base."""
+
+__version__ = "0.1.0"

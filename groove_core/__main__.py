@@ -1,0 +1,4 @@
+from groove_core.cli import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+"""The application facade the CLI and the MCP server share: one KB, its config, its plugins."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groove_core.config import ConfigError, GrooveConfig, index_path, load_config
+from groove_core.models import SearchFilters, SearchResponse
+from groove_core.plugins import Plugins, make_plugin_manager
+
+if TYPE_CHECKING:
+    from groove_core.embedding import Embedder
+    from groove_core.indexer import IndexReport, ProgressFn
+    from groove_core.models import LegResult
+    from groove_core.store import Store
+
+
+class Groove:
+    """A knowledge base ready to index and search. Cheap to build; heavy parts are lazy."""
+
+    def __init__(self, kb: Path, config: GrooveConfig, plugins: Plugins) -> None:
+        self.kb = kb
+        self.config = config
+        self.plugins = plugins
+
+    @classmethod
+    def open(
+        cls,
+        kb: Path | str = ".",
+        config_path: Path | None = None,
+        *,
+        extra_plugins: Sequence[tuple[str, object]] = (),
+        entry_points: bool = True,
+    ) -> Groove:
+        kb = Path(kb).expanduser()
+        if not kb.is_dir():
+            raise ConfigError(f"knowledge base folder {kb} does not exist or is not a folder")
+        config = load_config(kb, config_path)
+        plugins = make_plugin_manager(config, extra=extra_plugins, entry_points=entry_points)
+        return cls(kb, config, plugins)
+
+    @property
+    def index_file(self) -> Path:
+        return index_path(self.kb, self.config)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return self.plugins.make_embedder()
+
+    @cached_property
+    def store(self) -> Store:
+        from groove_core.store import Store
+
+        store = Store.open(self.index_file)
+        store.check_embedder(self.embedder.identity)
+        return store
+
+    def close(self) -> None:
+        if "store" in self.__dict__:
+            self.store.close()
+            del self.__dict__["store"]
+
+    # -- indexing --------------------------------------------------------------------------
+
+    def index(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> IndexReport:
+        from groove_core.indexer import Indexer
+        from groove_core.store import Store
+
+        self.close()
+        if rebuild:
+            remove_index(self.index_file)
+        store = Store.create(self.index_file)
+        try:
+            return Indexer(self.kb, self.config, store, self.embedder, progress).run()
+        finally:
+            store.close()
+
+    # -- searching -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        path: str | None = None,
+        tags: Sequence[str] = (),
+        options: Mapping[str, Any] | None = None,
+    ) -> SearchResponse:
+        return self.search_explained(query, limit=limit, path=path, tags=tags, options=options)[0]
+
+    def search_explained(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        path: str | None = None,
+        tags: Sequence[str] = (),
+        options: Mapping[str, Any] | None = None,
+    ) -> tuple[SearchResponse, list[LegResult], Any]:
+        """The response, each leg's output, and the query context (for --explain)."""
+        from groove_core.pipeline import build_context, run
+
+        filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
+        ctx = build_context(
+            self.plugins,
+            self.store,
+            self.embedder,
+            query,
+            limit=self.config.search.default_limit if limit is None else limit,
+            filters=filters,
+            options=options or {},
+        )
+        response, legs = run(ctx, self.plugins)
+        return response, legs, ctx
+
+
+def remove_index(path: Path) -> None:
+    """Delete an index file and its WAL companions (``--rebuild``)."""
+    for suffix in ("", "-wal", "-shm", "-journal"):
+        target = Path(f"{path}{suffix}")
+        if target.is_dir():
+            shutil.rmtree(target)
+        elif target.exists():
+            os.unlink(target)

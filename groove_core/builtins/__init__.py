@@ -1,0 +1,15 @@
+"""groove's own features, registered as plugins like any third-party one."""
+
+from __future__ import annotations
+
+
+def default_plugins() -> list[tuple[str, object]]:
+    """(name, plugin) pairs registered on every plugin manager unless disabled by name."""
+    from groove_core.builtins import embedders, highlight, legs
+
+    return [
+        ("fts", legs.FTSLeg()),
+        ("vector", legs.VectorLeg()),
+        ("match_spans", highlight.MatchSpans()),
+        ("embedders", embedders),
+    ]

@@ -1,0 +1,419 @@
+"""Heading-aware Markdown chunking (SPEC P10).
+
+A document becomes a sequence of chunks, one per section (a heading and the text up to the
+next heading of any level), with oversized sections split on a token budget. Every chunk's
+``content`` is an exact slice of the input text, addressed by UTF-8 byte and 1-based line
+ranges, so the indexer and the parent retriever can re-read it from the file and merge
+neighbours without drifting.
+
+Decisions worth knowing:
+
+* Headings are found by markdown-it-py's block parser, never by regex: a ``#`` inside a
+  fenced block is code, setext headings count, and only top-level headings start a section
+  (a ``# ...`` inside a blockquote or list item is part of that block, so a section never
+  cuts a quote or a list in half).
+* Front matter is a ``---`` first line closed by the next ``---`` or ``...`` line. It is
+  parsed with ``yaml.safe_load`` and never appears in a chunk, even when it is invalid YAML
+  (that only adds a warning). An unclosed ``---`` is ordinary Markdown.
+* A section whose body is whitespace only is skipped when the next section is one of its
+  children: its heading reappears in the child's ``heading_path`` and ``context``. A
+  heading-only section with no child (``## Deprecated`` followed by a sibling) is kept as a
+  chunk of its own, so its words stay searchable; a document with any non-whitespace text
+  therefore always yields at least one chunk.
+* Headings are flattened to plain text and lose a trailing VitePress ``{#anchor}``: the
+  Japanese Vue docs keep English slugs there, which would hand the lexical leg the answer
+  of a cross-lingual query. The anchor stays in ``content``, the raw slice.
+* Chunks are trimmed of leading blank lines and trailing whitespace, so no chunk is empty
+  and the uncovered gaps hold whitespace, front matter or skipped heading lines only.
+* Lines are separated by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (markdown-it's definition).
+  Byte offsets index ``text.encode("utf-8", "surrogatepass")``, which is ``text.encode()``
+  for every string that can be encoded at all, so lone surrogates never raise.
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_left, bisect_right
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+import yaml
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
+__all__ = ["Chunk", "ParsedDocument", "estimate_tokens", "parse_markdown"]
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One indexed piece of a document; ``content`` is ``text[char_start:char_end]``."""
+
+    ordinal: int
+    heading: str
+    heading_path: tuple[str, ...]
+    level: int
+    context: str
+    content: str
+    token_count: int
+    byte_start: int
+    byte_end: int
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
+class ParsedDocument:
+    """A parsed Markdown file: metadata from front matter and headings, and its chunks."""
+
+    title: str
+    tags: tuple[str, ...]
+    front_matter: Mapping[str, Any]
+    chunks: tuple[Chunk, ...]
+    warnings: tuple[str, ...]
+
+
+# Block structure only: inline parsing of a whole document is slower than the block pass and
+# has pathological inputs of its own, and only heading text needs it (see _heading_text).
+# The GFM table rule stays off: a table is then a paragraph whose lines are its rows, so an
+# oversized table still splits between rows (by line), chunks of the Vue docs come out
+# byte-identical, and a table-heavy file parses about four times faster.
+_BLOCK_MD = MarkdownIt("commonmark")
+_BLOCK_MD.core.ruler.enableOnly(["normalize", "block"])
+_INLINE_MD = MarkdownIt("commonmark")
+
+_LINE_BREAK = re.compile(r"\r\n?|\n")
+# A trailing VitePress/markdown-it-attrs anchor, `{#id}` or `{#id .class}`, not escaped.
+_ANCHOR = re.compile(r"\s*(?<!\\)\{#[^{}]*\}\s*$")
+_TAG_SPLIT = re.compile(r"[,\s]+")
+_TAG_KEYS = ("tags", "tag", "keywords")
+# Heading text longer than this is not a heading anyone reads; the cap keeps a multi-megabyte
+# setext "heading" from being inline-parsed and copied into every chunk's context.
+_MAX_HEADING_CHARS = 1000
+_CONTEXT_SEPARATOR = " > "
+
+
+def estimate_tokens(text: str) -> int:
+    """The indexer's token estimate, ``ceil(len(text) / 4)`` (SPEC P6), 0 for ``""``."""
+    return -(-len(text) // 4)
+
+
+class _Lines:
+    """Line start offsets of a text, for line <-> character conversions by bisection."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.starts = [0, *(m.end() for m in _LINE_BREAK.finditer(text))]
+
+    @property
+    def count(self) -> int:
+        return len(self.starts)
+
+    def offset(self, line: int) -> int:
+        """Character offset where 0-based ``line`` starts (``len(text)`` past the end)."""
+        return self.starts[line] if line < len(self.starts) else len(self.text)
+
+    def line_of(self, char: int) -> int:
+        """0-based line holding character offset ``char``."""
+        return bisect_right(self.starts, char) - 1
+
+    def content(self, line: int) -> str:
+        """Text of ``line`` without its line break."""
+        return self.text[self.offset(line) : self.offset(line + 1)].rstrip("\r\n")
+
+
+class _ByteOffsets:
+    """Converts character offsets to UTF-8 byte offsets in one linear pass.
+
+    Offsets must come in non-decreasing order, as chunk boundaries do; encoding each prefix
+    instead would make a document with many chunks quadratic.
+    """
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+        self._char = 0
+        self._byte = 0
+
+    def __call__(self, char: int) -> int:
+        segment = self._text[self._char : char]
+        self._byte += len(segment.encode("utf-8", "surrogatepass"))
+        self._char = char
+        return self._byte
+
+
+@dataclass(frozen=True)
+class _Section:
+    """A heading (or the preamble) and its body, as 0-based half-open line ranges."""
+
+    start: int
+    body: int
+    end: int
+    level: int
+    heading: str
+    heading_path: tuple[str, ...]
+
+
+def parse_markdown(text: str, *, fallback_title: str, max_tokens: int = 400) -> ParsedDocument:
+    """Parse a Markdown document into metadata and heading-aware chunks.
+
+    Never raises on any ``str``; problems (bad front matter) become ``warnings``. Only a
+    ``max_tokens`` below 1 is an error, since no chunk could be produced under it.
+    """
+    if max_tokens < 1:
+        raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+    lines = _Lines(text)
+    body_line, front_matter, warnings = _front_matter(lines)
+    tokens = _BLOCK_MD.parse(text[lines.offset(body_line) :])
+    sections = _sections(tokens, body_line, lines.count)
+    title = _title(front_matter, sections, fallback_title)
+    splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4)
+    return ParsedDocument(
+        title=title,
+        tags=_tags(front_matter),
+        front_matter=front_matter,
+        chunks=tuple(_chunks(sections, splitter, lines, title)),
+        warnings=tuple(warnings),
+    )
+
+
+def _front_matter(lines: _Lines) -> tuple[int, dict[str, Any], list[str]]:
+    """Find and parse the front matter: (first body line, mapping, warnings)."""
+    if lines.content(0).rstrip(" \t") != "---":
+        return 0, {}, []
+    for line in range(1, lines.count):
+        if lines.content(line).rstrip(" \t") in ("---", "..."):
+            source = lines.text[lines.offset(1) : lines.offset(line)]
+            mapping, warnings = _parse_yaml(source)
+            return line + 1, mapping, warnings
+    return 0, {}, []
+
+
+def _parse_yaml(source: str) -> tuple[dict[str, Any], list[str]]:
+    """Load front matter as a string-keyed mapping; anything else is a warning."""
+    try:
+        data = yaml.safe_load(source)
+    # YAMLError is the usual failure, but hostile input also raises ValueError (bad dates),
+    # RecursionError (deep nesting) and others; front matter must never break indexing.
+    except Exception as exc:
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return {}, [f"front matter is not valid YAML: {first_line}"]
+    if data is None:
+        return {}, []
+    if not isinstance(data, dict):
+        return {}, [f"front matter is not a mapping (got {type(data).__name__}); ignored"]
+    return {str(key): value for key, value in data.items()}, []
+
+
+def _sections(tokens: Sequence[Token], body_line: int, line_count: int) -> list[_Section]:
+    """Cut the body at top-level headings; the first section is the (maybe empty) preamble."""
+    headings = [
+        (
+            int(token.tag[1]),
+            tokens[i + 1].content,
+            body_line + token.map[0],
+            body_line + token.map[1],
+        )
+        for i, token in enumerate(tokens)
+        if token.type == "heading_open" and token.level == 0 and token.map
+    ]
+    starts = [*(start for _, _, start, _ in headings), line_count]
+    sections = [_Section(body_line, body_line, starts[0], 0, "", ())]
+    stack: list[tuple[int, str]] = []
+    for (level, source, start, body), end in zip(headings, starts[1:], strict=True):
+        heading = _heading_text(source)
+        stack = [*(entry for entry in stack if entry[0] < level), (level, heading)]
+        path = tuple(text for _, text in stack)
+        sections.append(_Section(start, body, end, level, heading, path))
+    return sections
+
+
+def _heading_text(source: str) -> str:
+    """Heading source -> plain text: anchor stripped, inline markup flattened, spaces folded."""
+    source = _ANCHOR.sub("", source)[:_MAX_HEADING_CHARS]
+    inline = _INLINE_MD.parseInline(source)
+    flat = _flatten(inline[0].children or []) if inline else source
+    return _ANCHOR.sub("", " ".join(flat.split()))
+
+
+def _flatten(tokens: Sequence[Token]) -> str:
+    """Concatenate the visible text of inline tokens (link text, code, image alt)."""
+    parts: list[str] = []
+    for token in tokens:
+        if token.type in ("text", "text_special", "code_inline"):
+            parts.append(token.content)
+        elif token.type in ("softbreak", "hardbreak"):
+            parts.append(" ")
+        elif token.children:
+            parts.append(_flatten(token.children))
+    return "".join(parts)
+
+
+def _title(front_matter: Mapping[str, Any], sections: Sequence[_Section], fallback: str) -> str:
+    """Front matter ``title``, else the first non-empty H1, else ``fallback``."""
+    value = front_matter.get("title")
+    if isinstance(value, str | int | float):
+        folded = " ".join(str(value).split())
+        if folded:
+            return folded
+    for section in sections:
+        if section.level == 1 and section.heading:
+            return section.heading
+    return fallback
+
+
+def _tags(front_matter: Mapping[str, Any]) -> tuple[str, ...]:
+    """Tags from ``tags``/``tag``/``keywords``, in order of appearance, de-duplicated."""
+    seen: dict[str, None] = {}
+    for key in _TAG_KEYS:
+        for tag in _tag_values(front_matter.get(key)):
+            seen.setdefault(tag)
+    return tuple(seen)
+
+
+def _tag_values(value: Any) -> list[str]:
+    """A list keeps its items whole; a string is split at commas and whitespace."""
+    if isinstance(value, str):
+        return [tag for tag in _TAG_SPLIT.split(value) if tag]
+    if isinstance(value, list | tuple):
+        items = (str(item).strip() for item in value if isinstance(item, str | int | float))
+        return [item for item in items if item]
+    if isinstance(value, int | float):
+        return [str(value)]
+    return []
+
+
+def _boundaries(tokens: Sequence[Token], body_line: int) -> dict[int, int]:
+    """Lines where a block starts, mapped to the shallowest nesting level starting there.
+
+    These are the places a section may be split; a fenced block is a single token, so no
+    boundary ever falls inside one.
+    """
+    levels: dict[int, int] = {}
+    for token in tokens:
+        if token.map and token.nesting >= 0:
+            line = body_line + token.map[0]
+            levels[line] = min(token.level, levels.get(line, token.level))
+    return levels
+
+
+class _Splitter:
+    """Splits a line range into contiguous character ranges of at most ``budget`` chars.
+
+    Prefers the shallowest block boundaries (top-level blocks before list items before the
+    paragraphs inside them), then line breaks, and only as a last resort characters, so a
+    code block that fits the budget is never cut.
+    """
+
+    def __init__(self, lines: _Lines, levels: dict[int, int], budget: int) -> None:
+        self._lines = lines
+        self._boundary_lines = sorted(levels)
+        self._levels = levels
+        self._budget = budget
+
+    def split(self, start: int, end: int) -> list[tuple[int, int]]:
+        """Greedily pack the indivisible units of lines ``[start, end)`` into pieces."""
+        pieces: list[tuple[int, int]] = []
+        for unit_start, unit_end in self._units(start, end):
+            if pieces and unit_end - pieces[-1][0] <= self._budget:
+                pieces[-1] = (pieces[-1][0], unit_end)
+            else:
+                pieces.append((unit_start, unit_end))
+        return pieces
+
+    def _units(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """Character ranges that fit the budget, cut at the coarsest boundaries possible."""
+        char_start, char_end = self._lines.offset(start), self._lines.offset(end)
+        if char_end - char_start <= self._budget:
+            yield char_start, char_end
+            return
+        inside = self._boundary_lines[
+            bisect_right(self._boundary_lines, start) : bisect_left(self._boundary_lines, end)
+        ]
+        if inside:
+            level = min(self._levels[line] for line in inside)
+            cuts = [line for line in inside if self._levels[line] == level]
+            for piece_start, piece_end in pairwise([start, *cuts, end]):
+                yield from self._units(piece_start, piece_end)
+        elif end - start > 1:
+            for line in range(start, end):
+                yield from self._units(line, line + 1)
+        else:
+            yield from self._characters(char_start, char_end)
+
+    def _characters(self, start: int, end: int) -> Iterator[tuple[int, int]]:
+        """Cut one over-long line, after a space in the window's second half if there is one."""
+        text = self._lines.text
+        while end - start > self._budget:
+            cut = start + self._budget
+            space = text.rfind(" ", start + self._budget // 2, cut)
+            if space != -1:
+                cut = space + 1
+            yield start, cut
+            start = cut
+        yield start, end
+
+
+def _kept(sections: Sequence[_Section], lines: _Lines) -> Iterator[_Section]:
+    """Sections that become chunks: see the module docstring for the heading-only rule."""
+    for n, section in enumerate(sections):
+        body = lines.text[lines.offset(section.body) : lines.offset(section.end)]
+        if body.strip():
+            yield section
+        elif section.level > 0:
+            following = sections[n + 1] if n + 1 < len(sections) else None
+            if following is None or following.level <= section.level:
+                yield section
+
+
+def _chunks(
+    sections: Sequence[_Section], splitter: _Splitter, lines: _Lines, title: str
+) -> Iterator[Chunk]:
+    """Split the kept sections, trim the pieces and turn them into chunks."""
+    to_bytes = _ByteOffsets(lines.text)
+    ordinal = 0
+    for section in _kept(sections, lines):
+        context = _context(title, section.heading_path)
+        for piece in splitter.split(section.start, section.end):
+            trimmed = _trim(lines, *piece)
+            if trimmed is None:
+                continue
+            start, end = trimmed
+            content = lines.text[start:end]
+            yield Chunk(
+                ordinal=ordinal,
+                heading=section.heading,
+                heading_path=section.heading_path,
+                level=section.level,
+                context=context,
+                content=content,
+                token_count=estimate_tokens(content),
+                byte_start=to_bytes(start),
+                byte_end=to_bytes(end),
+                line_start=lines.line_of(start) + 1,
+                line_end=lines.line_of(end - 1) + 1,
+            )
+            ordinal += 1
+
+
+def _trim(lines: _Lines, start: int, end: int) -> tuple[int, int] | None:
+    """Drop leading blank lines and trailing whitespace; None when nothing else is left.
+
+    Leading whitespace inside the first non-blank line is kept: it is indentation, which
+    changes what the Markdown means (an indented code block, a nested list item).
+    """
+    segment = lines.text[start:end]
+    stripped_end = start + len(segment.rstrip())
+    first_visible = start + len(segment) - len(segment.lstrip())
+    if first_visible >= stripped_end:
+        return None
+    return max(start, lines.offset(lines.line_of(first_visible))), stripped_end
+
+
+def _context(title: str, heading_path: Sequence[str]) -> str:
+    """Title and heading path joined with " > ", without empty parts or repeats in a row."""
+    parts: list[str] = []
+    for part in (title, *heading_path):
+        if part and (not parts or parts[-1] != part):
+            parts.append(part)
+    return _CONTEXT_SEPARATOR.join(parts)

@@ -1,0 +1,316 @@
+"""The ``groove`` command line: index, search, plugins (and whatever plugins add)."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from groove_core import __version__
+from groove_core.config import ConfigError, GrooveConfig, load_config
+from groove_core.context import SearchOption
+from groove_core.embedding import EmbedderError
+from groove_core.plugins import Plugins, make_plugin_manager
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit status for a usage problem (bad query, bad option), as click uses for its own.
+EXIT_USAGE = 2
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from groove_core.store import StoreError
+
+    return (ConfigError, EmbedderError, StoreError)
+
+
+def handle_errors(func: F) -> F:
+    """Turn the errors a user can fix into one clear line and an exit status."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from groove_core.query import QueryError
+
+        try:
+            return func(*args, **kwargs)
+        except QueryError as err:
+            click.echo(f"groove: invalid query: {err}", err=True)
+            sys.exit(EXIT_USAGE)
+        except _user_errors() as err:
+            click.echo(f"groove: {err}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("\ngroove: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+kb_option = click.option(
+    "--kb",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=".",
+    show_default=True,
+    help="Knowledge base folder (the one holding groove.toml).",
+)
+config_option = click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Configuration file (default: <kb>/groove.toml).",
+)
+
+
+def _open(kb: Path, config_path: Path | None) -> Any:
+    from groove_core.app import Groove
+
+    return Groove.open(kb, config_path)
+
+
+# -- index -------------------------------------------------------------------------------
+
+
+@click.command("index")
+@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@config_option
+@click.option("--rebuild", is_flag=True, help="Delete the index and build it from scratch.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@handle_errors
+def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) -> None:
+    """Index every Markdown file under KB (default: the current folder).
+
+    Only new and changed files are embedded; deleted files leave the index. Interrupting
+    a run is safe: the next run continues where it stopped.
+    """
+    app = _open(kb, config_path)
+    bar: Any = None
+
+    def progress(path: str, done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(
+                length=total, label="indexing", file=sys.stderr, show_pos=True
+            ).__enter__()
+        bar.update(1)
+
+    try:
+        report = app.index(rebuild=rebuild, progress=None if as_json else progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
+    if as_json:
+        click.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        return
+    for path, reason in report.skipped:
+        click.echo(f"skipped {path}: {reason}", err=True)
+    click.echo(
+        f"{report.added} added, {report.changed} changed, {report.removed} removed, "
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped; "
+        f"{report.chunks_embedded} chunks embedded in {report.seconds:.1f} s "
+        f"({report.chunks_per_second:.0f} chunks/s; embedder alone "
+        f"{report.embed_chunks_per_second:.0f} chunks/s); "
+        f"index: {report.documents_total} documents, {report.chunks_total} chunks"
+    )
+
+
+# -- search ------------------------------------------------------------------------------
+
+
+def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
+    """A one-paragraph window around the first match, with matches in bold."""
+    data = content.encode("utf-8")
+    first = spans[0][0] if spans else 0
+    start = max(0, first - width // 3)
+    end = min(len(data), start + width)
+    pieces: list[str] = []
+    cursor = start
+    for s, e in spans:
+        if e <= start or s >= end:
+            continue
+        s, e = max(s, start), min(e, end)
+        pieces.append(data[cursor:s].decode("utf-8", "ignore"))
+        pieces.append(click.style(data[s:e].decode("utf-8", "ignore"), bold=True, fg="yellow"))
+        cursor = e
+    pieces.append(data[cursor:end].decode("utf-8", "ignore"))
+    text = " ".join("".join(pieces).split())
+    return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
+
+
+def _print_human(payload: dict[str, Any]) -> None:
+    results = payload["results"]
+    if not results:
+        click.echo("no results")
+    for hit in results:
+        where = " > ".join(hit["heading_path"]) or hit["title"]
+        click.echo(
+            click.style(
+                f"{hit['rank']:>2}. {hit['path']}:{hit['line_start']}-{hit['line_end']}", bold=True
+            )
+            + f"  {where}  "
+            + click.style(f"score {hit['score']:.4f}", dim=True)
+        )
+        click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
+    notes = []
+    if payload["low_confidence"]:
+        notes.append("low confidence: no strong lexical or semantic match")
+    if payload["filter_applied"]:
+        notes.append(f"filter: {json.dumps(payload['filter_applied'], ensure_ascii=False)}")
+    notes.extend(payload.get("warnings", []))
+    for note in notes:
+        click.echo(click.style(f"({note})", dim=True))
+
+
+def _print_explain(response: Any, legs: Any, ctx: Any) -> None:
+    q = ctx.query
+    click.echo(f"positives:  {list(q.positives)}")
+    click.echo(f"negatives:  {list(q.negatives)}")
+    click.echo(f"match_expr: {q.match_expr if q.match_expr is not None else '(FTS skipped)'}")
+    click.echo(f"embed_text: {q.embed_text!r}")
+    click.echo(
+        f"pool: {ctx.pool_size}  leg size: {ctx.leg_size}  rrf_k: {ctx.config.search.fusion.rrf_k}"
+    )
+    for leg in legs:
+        click.echo(f"leg {leg.name}: {len(leg.hits)} candidates")
+    for hit in response.results:
+        parts = [f"{name} #{rank} ({raw:.4f})" for name, (rank, raw) in sorted(hit.legs.items())]
+        click.echo(f"  {hit.rank:>2}. score {hit.score:.5f}  {' + '.join(parts)}  {hit.path}")
+    click.echo("")
+
+
+def _add_option(command: click.Command, option: SearchOption) -> None:
+    flag = option.name.replace("_", "-")
+    kinds: dict[str, Any] = {"str": str, "int": int, "float": float}
+    if option.type == "bool":
+        param = click.Option([f"--{flag}/--no-{flag}", option.name], default=None, help=option.help)
+    else:
+        param = click.Option(
+            [f"--{flag}", option.name], type=kinds[option.type], default=None, help=option.help
+        )
+    command.params.append(param)
+
+
+def build_search_command(plugins: Plugins | None) -> click.Command:
+    # ignore_unknown_options: a query such as "-draft notes" is text, not a flag.
+    @click.command("search", context_settings={"ignore_unknown_options": True})
+    @click.argument("query", nargs=-1, required=True)
+    @kb_option
+    @config_option
+    @click.option("--limit", "-n", type=int, default=None, help="Number of results (default 10).")
+    @click.option("--path", "path_glob", default=None, help="Only files matching this glob.")
+    @click.option("--tag", "tags", multiple=True, help="Only files with this front-matter tag.")
+    @click.option(
+        "--json", "as_json", is_flag=True, help="Print {results, low_confidence, filter_applied}."
+    )
+    @click.option("--explain", is_flag=True, help="Show the compiled query and each leg's ranks.")
+    @handle_errors
+    def search_cmd(
+        query: tuple[str, ...],
+        kb: Path,
+        config_path: Path | None,
+        limit: int | None,
+        path_glob: str | None,
+        tags: tuple[str, ...],
+        as_json: bool,
+        explain: bool,
+        **stage_options: Any,
+    ) -> None:
+        """Search the knowledge base.
+
+        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. See docs/query-syntax.md.
+        """
+        app = _open(kb, config_path)
+        options = {k: v for k, v in stage_options.items() if v is not None}
+        response, legs, ctx = app.search_explained(
+            " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
+        )
+        if explain:
+            _print_explain(response, legs, ctx)
+        payload = response.to_json()
+        if as_json:
+            click.echo(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
+        else:
+            _print_human(payload)
+
+    if plugins is not None:
+        for option in plugins.search_options():
+            _add_option(search_cmd, option)
+    return search_cmd
+
+
+# -- plugins -----------------------------------------------------------------------------
+
+
+@click.group("plugins")
+def plugins_group() -> None:
+    """Inspect plugins."""
+
+
+@plugins_group.command("list")
+@kb_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@handle_errors
+def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
+    """Every plugin: name, distribution, version, hooks, and whether it is enabled."""
+    from groove_core.plugins import list_plugins
+
+    config = load_config(kb, config_path)
+    infos, problem = list_plugins(config)
+    if as_json:
+        payload = {"plugins": [i.to_json() for i in infos], "config_problem": problem}
+        click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        return
+    for info in infos:
+        status = info.status if not info.reason else f"{info.status}: {info.reason}"
+        hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
+        click.echo(
+            f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
+        )
+    if problem:
+        click.echo(f"\nconfiguration problem: {problem}", err=True)
+
+
+# -- assembly ----------------------------------------------------------------------------
+
+
+def build_cli(plugins: Plugins | None) -> click.Group:
+    """The ``groove`` group with the built-in commands and those plugins add."""
+
+    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    @click.version_option(__version__, prog_name="groove")
+    def cli() -> None:
+        """groove: semantic search over a Markdown knowledge base, for people and agents."""
+
+    cli.add_command(index_cmd)
+    cli.add_command(build_search_command(plugins))
+    cli.add_command(plugins_group)
+    if plugins is not None:
+        plugins.pm.hook.groove_cli_commands(cli=cli)
+    return cli
+
+
+def _startup_plugins() -> Plugins | None:
+    """Plugins for assembling the command line (their commands and search switches).
+
+    Uses the current folder's groove.toml when valid; a broken config must not break
+    ``--help``, so problems surface later, when a command loads its KB's config.
+    """
+    try:
+        config = load_config(Path("."))
+    except ConfigError:
+        config = GrooveConfig()
+    try:
+        return make_plugin_manager(config, validate=False)
+    except Exception:  # plugin discovery problems are reported by `groove plugins list`
+        return None
+
+
+def main(argv: list[str] | None = None) -> None:
+    cli = build_cli(_startup_plugins())
+    cli.main(args=argv, prog_name="groove")

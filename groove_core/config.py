@@ -1,0 +1,168 @@
+"""groove.toml: every knob of the pipeline, validated, with its default.
+
+The file lives at the KB root (or is named with ``--config``). Unknown keys and bad values
+fail with a :class:`ConfigError` that names the key and the file, never a pydantic traceback.
+Plugins declare their own sections through ``groove_config_schema``; those sections are
+validated by the plugin's model when the plugin is loaded.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+CONFIG_FILENAME = "groove.toml"
+DEFAULT_INDEX_DIR = ".groove"
+INDEX_FILENAME = "index.sqlite"
+
+
+class ConfigError(Exception):
+    """A configuration problem a user can fix; the message names the file and the key."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class FusionConfig(_Strict):
+    """Reciprocal Rank Fusion and the bm25 column weights of the lexical leg."""
+
+    rrf_k: float = Field(60.0, gt=0, description="RRF constant k: score = sum(1 / (k + rank))")
+    heading: float = Field(2.0, ge=0, description="bm25 weight of the heading column")
+    context: float = Field(1.0, ge=0, description="bm25 weight of the contextual prefix")
+    content: float = Field(1.0, ge=0, description="bm25 weight of the chunk content")
+    candidates: int = Field(
+        50, ge=1, le=1000, description="top-N each candidate leg returns before fusion"
+    )
+
+
+class MMRConfig(_Strict):
+    """MMR diversity (plugin groove_mmr)."""
+
+    enabled: bool = False
+    lambda_: float = Field(0.7, alias="lambda", ge=0.0, le=1.0)
+    same_doc_penalty: float = Field(0.0, ge=0.0)
+
+
+class ParentRetrieverConfig(_Strict):
+    """Parent-retriever expansion (plugin groove_parent)."""
+
+    enabled: bool = False
+    whole_doc_threshold_tokens: int = Field(100, ge=0)
+    max_expanded_tokens: int = Field(2000, ge=1)
+
+
+class LowConfidenceConfig(_Strict):
+    """When a result set is flagged ``low_confidence`` (see docs/retrieval-pipeline.md)."""
+
+    max_vector_distance: float = Field(
+        1.0,
+        ge=0.0,
+        description="L2 distance past which the best vector hit counts as a weak match",
+    )
+
+
+class SearchConfig(_Strict):
+    default_limit: int = Field(10, ge=1, le=200)
+    fusion: FusionConfig = FusionConfig()
+    mmr: MMRConfig = MMRConfig()
+    parent_retriever: ParentRetrieverConfig = ParentRetrieverConfig()
+    low_confidence: LowConfidenceConfig = LowConfidenceConfig()
+
+
+class EmbedderConfig(_Strict):
+    """Which embedder turns chunks and queries into vectors."""
+
+    name: str = Field("use-multilingual", description="a registered embedder name")
+    model: str | None = Field(
+        None, description="model name or local path, for embedders that take one"
+    )
+    batch_size: int = Field(64, ge=1, le=4096)
+    threads: int = Field(2, ge=1, le=256)
+
+
+class IndexConfig(_Strict):
+    """Where the index lives and what is indexed."""
+
+    path: str | None = Field(
+        None, description="index file; default <kb>/.groove/index.sqlite (relative to the KB)"
+    )
+    max_chunk_tokens: int = Field(400, ge=32, le=8192)
+    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
+    extensions: tuple[str, ...] = (".md", ".markdown")
+    ignore: tuple[str, ...] = Field((), description="extra glob patterns never indexed")
+
+
+class PluginsConfig(_Strict):
+    """Plugins switched off by name (as listed by ``groove plugins list``)."""
+
+    disabled: tuple[str, ...] = ()
+
+
+class GrooveConfig(BaseModel):
+    """The whole of groove.toml. Plugin sections live under ``[plugin.<name>]``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    search: SearchConfig = SearchConfig()
+    embedder: EmbedderConfig = EmbedderConfig()
+    index: IndexConfig = IndexConfig()
+    plugins: PluginsConfig = PluginsConfig()
+    reranker: str | None = Field(None, description="cross-encoder model name or path")
+    rerank_by_default: bool = False
+    plugin: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="per-plugin settings, validated by each plugin"
+    )
+
+    source: str | None = Field(None, exclude=True, description="the file this came from")
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    for item in err.errors():
+        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        if item["type"] == "extra_forbidden":
+            lines.append(f"  unknown key '{key}'")
+        else:
+            value = item.get("input")
+            lines.append(f"  {key}: {item['msg']} (got {value!r})")
+    return "\n".join(lines)
+
+
+def parse_config(data: dict[str, Any], source: str = "<config>") -> GrooveConfig:
+    """Validate a mapping as groove.toml content; errors name the key and the source."""
+    if "source" in data:
+        raise ConfigError(f"invalid configuration in {source}:\n  unknown key 'source'")
+    try:
+        return GrooveConfig.model_validate({**data, "source": source})
+    except ValidationError as err:
+        raise ConfigError(_format_error(err, source)) from None
+
+
+def load_config(kb: Path, explicit: Path | None = None) -> GrooveConfig:
+    """Read ``explicit`` or ``<kb>/groove.toml``; all defaults when neither exists."""
+    path = explicit if explicit is not None else kb / CONFIG_FILENAME
+    if explicit is None and not path.exists():
+        return GrooveConfig()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:
+        raise ConfigError(f"cannot read configuration file {path}: {err.strerror}") from None
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise ConfigError(f"configuration file {path} is not valid UTF-8") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"configuration file {path} is not valid TOML: {err}") from None
+    return parse_config(data, str(path))
+
+
+def index_path(kb: Path, config: GrooveConfig) -> Path:
+    """The index file for ``kb``: the configured path (relative to the KB) or the default."""
+    if config.index.path:
+        configured = Path(config.index.path).expanduser()
+        return configured if configured.is_absolute() else kb / configured
+    return kb / DEFAULT_INDEX_DIR / INDEX_FILENAME

@@ -1,0 +1,79 @@
+"""The one frozen object every stage of a query receives."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    import numpy as np
+    import structlog
+    from pydantic import BaseModel
+
+    from groove_core.config import GrooveConfig
+    from groove_core.embedding import Embedder
+    from groove_core.models import SearchFilters
+    from groove_core.query import ParsedQuery
+    from groove_core.store import Store
+
+
+@dataclass(frozen=True)
+class SearchOption:
+    """A per-query switch a plugin adds to the CLI and the MCP ``search`` tool."""
+
+    name: str  # snake_case; CLI flag --name (dashes), MCP parameter name
+    type: Literal["bool", "str", "int", "float"]
+    help: str
+    plugin: str = ""
+
+
+@dataclass(frozen=True)
+class QueryContext:
+    """Everything a stage may read about the query being run. Never mutated."""
+
+    query: ParsedQuery
+    limit: int
+    leg_size: int
+    filters: SearchFilters
+    store: Store
+    config: GrooveConfig
+    embedder: Embedder
+    options: Mapping[str, Any]
+    log: structlog.typing.FilteringBoundLogger
+    plugin_settings: Mapping[str, BaseModel] = field(default_factory=dict)
+    pool_size: int = 0
+    # Lazily computed, shared by the legs (the vector leg and e.g. MMR reuse it).
+    _query_vector: Callable[[], np.ndarray] | None = None
+
+    def plugin_config(self, name: str) -> BaseModel | None:
+        """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
+        return self.plugin_settings.get(name)
+
+    def query_vector(self) -> np.ndarray:
+        """The embedding of ``query.embed_text`` (computed once per query)."""
+        assert self._query_vector is not None
+        return self._query_vector()
+
+    @functools.cached_property
+    def _excluded(self) -> frozenset[int]:
+        expr = self.query.negative_expr
+        return frozenset() if expr is None else self.store.fts_ids(expr)
+
+    @functools.cached_property
+    def _allowed(self) -> frozenset[int] | None:
+        from groove_core.filters import allowed_chunk_ids
+
+        return allowed_chunk_ids(self.store, self.filters)
+
+    def allowed_ids(self) -> frozenset[int] | None:
+        """Chunk ids the filters allow, or None without filters (computed once per query)."""
+        return self._allowed
+
+    def excluded_ids(self) -> frozenset[int]:
+        """Chunk ids the query's exclusions match in FTS5 (empty without exclusions).
+
+        Run at most once per query, and only when there are negatives (ADR-0011).
+        """
+        return self._excluded

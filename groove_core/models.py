@@ -1,0 +1,139 @@
+"""The values that travel through the pipeline: filters, leg results, hits, the response.
+
+All frozen: stages return new lists of new hits (``dataclasses.replace``) and never mutate
+what they were given, so a stage that passes leaves its input exactly as it was.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class SearchFilters:
+    """Filters applied inside every candidate leg, so ``limit`` results still come back.
+
+    ``path`` is a glob over the KB-relative POSIX path (``*`` does not cross ``/``, ``**``
+    does); ``tags`` requires every listed front-matter tag (case-insensitive).
+    """
+
+    path: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def active(self) -> bool:
+        return self.path is not None or bool(self.tags)
+
+    def describe(self) -> dict[str, Any] | None:
+        """The ``filter_applied`` value of a response: the active filters, or None."""
+        if not self.active:
+            return None
+        out: dict[str, Any] = {}
+        if self.path is not None:
+            out["path"] = self.path
+        if self.tags:
+            out["tags"] = list(self.tags)
+        return out
+
+
+@dataclass(frozen=True)
+class LegHit:
+    """One candidate from one leg: the chunk and the leg's own raw score."""
+
+    chunk_id: int
+    raw_score: float
+
+
+@dataclass(frozen=True)
+class LegResult:
+    """A candidate leg's ranked output (best first, unique chunk ids)."""
+
+    name: str
+    hits: tuple[LegHit, ...]
+    # The leg ran but found nothing it trusts (lets the core judge low_confidence).
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Span:
+    """A highlighted match: UTF-8 byte offsets into the hit's returned content."""
+
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ExpandedRange:
+    """A source range the parent retriever merged into a hit's content."""
+
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One result. ``score`` is the RRF score (or a reranker's raw score); larger is better."""
+
+    chunk_id: int
+    doc_id: int
+    path: str
+    title: str
+    heading: str
+    heading_path: tuple[str, ...]
+    level: int
+    content: str
+    score: float
+    rank: int
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+    token_count: int | None
+    tags: tuple[str, ...] = ()
+    match_spans: tuple[Span, ...] = ()
+    expanded_from: tuple[ExpandedRange, ...] | None = None
+    # Per-leg ranks and raw scores, for --explain; not part of the JSON output.
+    legs: dict[str, tuple[int, float]] = field(default_factory=dict, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "path": self.path,
+            "title": self.title,
+            "heading": self.heading,
+            "heading_path": list(self.heading_path),
+            "level": self.level,
+            "content": self.content,
+            "score": self.score,
+            "rank": self.rank,
+            "chunk_id": self.chunk_id,
+            "line_start": self.line_start,
+            "line_end": self.line_end,
+            "tags": list(self.tags),
+            "match_spans": [[s.start, s.end] for s in self.match_spans],
+        }
+        if self.expanded_from is not None:
+            out["expanded_from"] = [asdict(r) for r in self.expanded_from]
+        return out
+
+
+@dataclass(frozen=True)
+class SearchResponse:
+    """The P8 wrapper: ``{results, low_confidence, filter_applied}`` (+ warnings if any)."""
+
+    results: tuple[SearchHit, ...]
+    low_confidence: bool
+    filter_applied: dict[str, Any] | None
+    warnings: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "results": [h.to_json() for h in self.results],
+            "low_confidence": self.low_confidence,
+            "filter_applied": self.filter_applied,
+        }
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
+        return out

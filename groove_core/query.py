@@ -1,0 +1,367 @@
+"""Query compilation: the user's query string → an FTS5 MATCH expression (SPEC P2).
+
+The query is never handed to FTS5 as is. It is compiled into quoted phrases joined with
+``OR`` (and ``NOT`` for exclusions), so nothing a user types can become FTS5 syntax, and a
+natural-language query still finds rows that share only some of its words.
+
+Why script boundaries and a 3-character floor instead of morphological analysis:
+``docs/adr/0002-script-boundaries-not-morphological-analysis.md``. Why exclusions are
+exposed on their own (``negative_expr``): ``docs/adr/0011-exclusions-agree-across-legs.md``.
+The user-facing syntax is described in ``docs/query-syntax.md``.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+
+__all__ = [
+    "MAX_PHRASES",
+    "MIN_PHRASE_CHARS",
+    "ParsedQuery",
+    "QueryError",
+    "QueryWarning",
+    "normalize",
+    "parse_query",
+]
+
+MAX_PHRASES = 32
+"""Per-polarity cap. FTS cost is roughly linear in the phrase count (SPEC P3), so this is
+the knob that bounds the worst case; realistic queries use well under half of it."""
+
+MIN_PHRASE_CHARS = 3
+"""The trigram tokenizer matches nothing for a phrase under 3 characters."""
+
+_QUOTE = '"'
+_EXCLUDE = "-"
+
+
+class QueryError(ValueError):
+    """A query that must not run (e.g. one made only of exclusions)."""
+
+
+@dataclass(frozen=True)
+class QueryWarning:
+    """Something the compiler had to leave out; surfaced so that no loss is silent."""
+
+    code: str
+    message: str
+    dropped: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ParsedQuery:
+    """A compiled query: what the FTS leg, the vector leg and the later stages each see."""
+
+    text: str
+    positives: tuple[str, ...]
+    negatives: tuple[str, ...]
+    match_expr: str | None
+    negative_expr: str | None
+    embed_text: str
+    fts_skipped: bool
+    warnings: tuple[QueryWarning, ...]
+
+
+def normalize(text: str) -> str:
+    """NFKC-normalise ``text``; applied to both indexed text and queries.
+
+    Both sides must agree, or a full-width ``ＡＰＩ`` in a note would never match ``API`` in
+    a query. Case is kept: the trigram tokenizer already folds case when it compares.
+    """
+    return unicodedata.normalize("NFKC", text)
+
+
+# --------------------------------------------------------------------------- scanning
+
+
+@dataclass(frozen=True)
+class _Part:
+    """A stretch of one whitespace-delimited token: either quoted (verbatim) or not."""
+
+    text: str
+    quoted: bool
+
+
+@dataclass(frozen=True)
+class _Token:
+    """A whitespace-delimited token (a quoted phrase may span whitespace inside it)."""
+
+    parts: tuple[_Part, ...]
+    negative: bool
+
+
+def _clean(text: str) -> str:
+    """Replace control characters and lone surrogates with spaces.
+
+    NUL and other C0/C1 controls are meaningless in a search and NUL can truncate the
+    expression in SQLite's C API; lone surrogates cannot be encoded as UTF-8 at all.
+    """
+    return "".join(" " if unicodedata.category(ch) in ("Cc", "Cs") else ch for ch in text)
+
+
+def _read_quoted(text: str, start: int) -> tuple[str, int] | None:
+    """Read a ``"..."`` phrase opening at ``start``: (content, index after the close).
+
+    ``""`` inside the phrase is one literal ``"`` (FTS5's own convention). Returns None
+    when the quote is never closed; the caller then treats it as punctuation, which keeps
+    the rest of the query searchable word by word rather than as one long verbatim phrase.
+    """
+    chars: list[str] = []
+    i = start + 1
+    while i < len(text):
+        if text[i] != _QUOTE:
+            chars.append(text[i])
+            i += 1
+        elif text[i + 1 : i + 2] == _QUOTE:
+            chars.append(_QUOTE)
+            i += 2
+        else:
+            return "".join(chars), i + 1
+    return None
+
+
+def _read_token(text: str, start: int) -> tuple[tuple[_Part, ...], int]:
+    """Read one token from ``start`` up to unquoted whitespace: (parts, end index)."""
+    parts: list[_Part] = []
+    plain: list[str] = []
+    i = start
+    while i < len(text) and not text[i].isspace():
+        quoted = _read_quoted(text, i) if text[i] == _QUOTE else None
+        if quoted is None:
+            plain.append(text[i])
+            i += 1
+            continue
+        if plain:
+            parts.append(_Part("".join(plain), quoted=False))
+            plain = []
+        parts.append(_Part(quoted[0], quoted=True))
+        i = quoted[1]
+    if plain:
+        parts.append(_Part("".join(plain), quoted=False))
+    return tuple(parts), i
+
+
+def _scan(text: str) -> Iterator[_Token]:
+    """Split the cleaned query into tokens, marking ``-token`` and ``-"phrase"`` exclusions.
+
+    A ``-`` counts only at the start of a token and only when something follows it, so a
+    hyphen inside a word (``state-of-the-art``) or a lone ``-`` is ordinary punctuation.
+    """
+    i = 0
+    while i < len(text):
+        if text[i].isspace():
+            i += 1
+            continue
+        negative = text[i] == _EXCLUDE and i + 1 < len(text) and not text[i + 1].isspace()
+        parts, i = _read_token(text, i + 1 if negative else i)
+        yield _Token(parts, negative)
+
+
+# --------------------------------------------------------------------------- phrases
+
+_KANJI = "kanji"
+_LATIN = "latin"
+_SCRIPT_PREFIXES = (
+    ("CJK ", _KANJI),
+    ("IDEOGRAPHIC ", _KANJI),  # 々, 〇, 〆: written and read as part of kanji words
+    ("LATIN ", _LATIN),
+    ("HIRAGANA ", "hiragana"),
+    ("KATAKANA", "katakana"),  # also KATAKANA-HIRAGANA PROLONGED SOUND MARK (ー)
+    ("HANGUL ", "hangul"),
+)
+
+
+@lru_cache(maxsize=4096)
+def _script(ch: str) -> str | None:
+    """The character class a run is made of, or None for a boundary character.
+
+    Letters and digits are word characters; punctuation, symbols, spaces and format
+    characters are boundaries. Digits share the Latin class so ``GPT4o`` stays one run.
+    Scripts without a special case are keyed by the first word of their Unicode name
+    (CYRILLIC, GREEK, ARABIC, ...), which keeps each one a class of its own.
+    """
+    category = unicodedata.category(ch)
+    if category[0] not in "LN":
+        return None
+    if category == "Nd":
+        return _LATIN
+    name = unicodedata.name(ch, "")
+    for prefix, script in _SCRIPT_PREFIXES:
+        if name.startswith(prefix):
+            return script
+    return name.split(" ", 1)[0] or "other"
+
+
+def _words(text: str) -> Iterator[list[str]]:
+    """Split unquoted text into words (at boundaries), each word into same-script runs.
+
+    A combining mark continues the run it follows (it belongs to the previous letter); a
+    mark with nothing to attach to is a boundary.
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    current_script: str | None = None
+    for ch in text:
+        if unicodedata.category(ch)[0] == "M":
+            if current:
+                current.append(ch)
+                continue
+            script = None
+        else:
+            script = _script(ch)
+        if script != current_script and current:
+            runs.append("".join(current))
+            current = []
+        if script is None and runs:
+            yield runs
+            runs = []
+        if script is not None:
+            current.append(ch)
+        current_script = script
+    if current:
+        runs.append("".join(current))
+    if runs:
+        yield runs
+
+
+def _run_phrases(runs: list[str]) -> Iterator[str]:
+    """Phrases of one word: long runs alone, short runs joined to neighbours to reach 3.
+
+    A short run absorbs the runs to its right until the joined text reaches 3 characters
+    (``再`` + ``ランキング``; ``の`` + ``評価``). Short runs absorbed this way are spent;
+    a long run absorbed this way is still a phrase of its own. A short tail that cannot
+    reach 3 to its right borrows from its left instead (``システム`` + ``化``); a word that
+    cannot reach 3 at all yields nothing.
+    """
+    i = 0
+    while i < len(runs):
+        if len(runs[i]) >= MIN_PHRASE_CHARS:
+            yield runs[i]
+            i += 1
+            continue
+        end = i + 1
+        joined = runs[i]
+        while len(joined) < MIN_PHRASE_CHARS and end < len(runs):
+            joined += runs[end]
+            end += 1
+        if len(joined) >= MIN_PHRASE_CHARS:
+            yield joined
+            # runs[i] is short, so end - 1 > i and this always advances.
+            i = end - 1 if len(runs[end - 1]) >= MIN_PHRASE_CHARS else end
+            continue
+        start = i
+        while len(joined) < MIN_PHRASE_CHARS and start > 0:
+            start -= 1
+            joined = runs[start] + joined
+        if len(joined) >= MIN_PHRASE_CHARS:
+            yield joined
+        return
+
+
+def _part_phrases(part: _Part) -> Iterator[str]:
+    """Phrases of one token part: a quoted part verbatim, a plain part by the run rules.
+
+    A quoted part's floor is measured without its outer spaces, so ``" a "`` (which the
+    trimmed query would reduce to ``a``) is dropped like ``"a"``; what is kept stays verbatim.
+    """
+    if part.quoted:
+        if len(part.text.strip()) >= MIN_PHRASE_CHARS:
+            yield part.text
+        return
+    for runs in _words(part.text):
+        yield from _run_phrases(runs)
+
+
+def _dedupe(phrases: Iterable[str]) -> list[str]:
+    """Drop repeated phrases, keeping the first occurrence's position."""
+    return list(dict.fromkeys(phrases))
+
+
+def _cap(phrases: list[str], limit: int, kind: str) -> tuple[tuple[str, ...], QueryWarning | None]:
+    """Keep the first ``limit`` phrases; say so, with what was dropped, when cutting."""
+    if len(phrases) <= limit:
+        return tuple(phrases), None
+    dropped = tuple(phrases[limit:])
+    warning = QueryWarning(
+        code=f"{kind}s_truncated",
+        message=(
+            f"the query compiled to {len(phrases)} {kind} phrases; only the first {limit} "
+            f"are used and {len(dropped)} were dropped"
+        ),
+        dropped=dropped,
+    )
+    return tuple(phrases[:limit]), warning
+
+
+# --------------------------------------------------------------------------- expressions
+
+
+def _quote(phrase: str) -> str:
+    """An FTS5 string: inside double quotes every operator, column filter or ``*`` is text."""
+    return _QUOTE + phrase.replace(_QUOTE, _QUOTE * 2) + _QUOTE
+
+
+def _or_expr(phrases: Iterable[str]) -> str:
+    return " OR ".join(_quote(p) for p in phrases)
+
+
+def _match_expr(positives: tuple[str, ...], negatives: tuple[str, ...]) -> str:
+    """``"a" OR "b"``, or ``("a" OR "b") NOT ("c")`` with exclusions.
+
+    No column filter, so the NOT is judged on the same row and columns (heading, context,
+    content) as the positive match. The parentheses are needed: NOT binds tighter than OR.
+    """
+    positive = _or_expr(positives)
+    if not negatives:
+        return positive
+    return f"({positive}) NOT ({_or_expr(negatives)})"
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _collapse(text: str) -> str:
+    return " ".join(text.split())
+
+
+def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
+    """Compile a user query (SPEC P2).
+
+    Raises QueryError when the query has exclusions and nothing else, since running it
+    would return "everything except X", which is never what a search means.
+    """
+    if max_phrases < 1:
+        raise ValueError(f"max_phrases must be at least 1, got {max_phrases}")
+    tokens = list(_scan(_clean(normalize(text))))
+    kept = [t for t in tokens if not t.negative]
+    excluded = [t for t in tokens if t.negative]
+
+    # The embedder sees plain words: exclusions removed, phrase quotes removed.
+    embed_text = _collapse(" ".join(part.text for t in kept for part in t.parts))
+    if excluded and not embed_text:
+        raise QueryError(
+            "the query only excludes (-word); add at least one word to search for, "
+            'or quote the term to search for a literal leading hyphen ("-word")'
+        )
+
+    positive_list = _dedupe(p for t in kept for part in t.parts for p in _part_phrases(part))
+    negative_list = _dedupe(p for t in excluded for part in t.parts for p in _part_phrases(part))
+    fts_skipped = len(embed_text) < MIN_PHRASE_CHARS
+    if not positive_list and not fts_skipped:
+        positive_list = [embed_text]  # every fragment under 3: search the query verbatim
+    positives, positive_warning = _cap(positive_list, max_phrases, "positive")
+    negatives, negative_warning = _cap(negative_list, max_phrases, "negative")
+
+    return ParsedQuery(
+        text=text,
+        positives=positives,
+        negatives=negatives,
+        match_expr=None if fts_skipped else _match_expr(positives, negatives),
+        negative_expr=_or_expr(negatives) if negatives else None,
+        embed_text=embed_text,
+        fts_skipped=fts_skipped,
+        warnings=tuple(w for w in (positive_warning, negative_warning) if w is not None),
+    )

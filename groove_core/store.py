@@ -1,0 +1,543 @@
+"""The index: one SQLite file (pysqlite3 + sqlite-vec), its schema, and all of its SQL.
+
+Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
+(FTS5 trigram over heading / context / content, rowid = chunk id) and ``vec_chunks``
+(vec0, L2, chunk_id = chunk id). Every file is replaced in one transaction, so a crash or
+a kill leaves each document either fully old or fully new; WAL lets searches run while an
+index run writes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from groove_core.query import normalize
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS documents (
+    id INTEGER PRIMARY KEY,
+    path TEXT NOT NULL UNIQUE,
+    title TEXT NOT NULL,
+    tags TEXT NOT NULL DEFAULT '[]',
+    content_hash TEXT NOT NULL,
+    size INTEGER NOT NULL,
+    mtime_ns INTEGER NOT NULL,
+    indexed_at REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS doc_tags (
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    tag TEXT NOT NULL COLLATE NOCASE,
+    PRIMARY KEY (doc_id, tag)
+);
+CREATE INDEX IF NOT EXISTS doc_tags_tag ON doc_tags(tag);
+CREATE TABLE IF NOT EXISTS chunks (
+    id INTEGER PRIMARY KEY,
+    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
+    ordinal INTEGER NOT NULL,
+    heading TEXT NOT NULL,
+    heading_path TEXT NOT NULL,
+    level INTEGER NOT NULL,
+    context TEXT NOT NULL,
+    content TEXT NOT NULL,
+    token_count INTEGER,
+    byte_start INTEGER NOT NULL,
+    byte_end INTEGER NOT NULL,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    heading, context, content, tokenize = 'trigram remove_diacritics 1'
+);
+"""
+
+#: Ranked lexical leg. bm25() is negative, smaller is better.
+FTS_RANKED_SQL = (
+    "SELECT rowid, bm25(fts_chunks, ?, ?, ?) AS s FROM fts_chunks "
+    "WHERE fts_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
+)
+FTS_RANKED_FILTERED_SQL = (
+    "SELECT rowid, bm25(fts_chunks, ?, ?, ?) AS s FROM fts_chunks "
+    "WHERE fts_chunks MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
+    "ORDER BY s, rowid LIMIT ?"
+)
+#: The exclusion id scan: no bm25, no ORDER BY (ADR-0011).
+FTS_IDS_SQL = "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
+
+# sqlite-vec caps k for a KNN query.
+VEC_MAX_K = 4096
+
+
+class StoreError(Exception):
+    """The index cannot be used as it is; the message says how to recover."""
+
+
+@dataclass(frozen=True)
+class DocState:
+    id: int
+    content_hash: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class NewChunk:
+    """A chunk ready to be written (from the chunker), without its id."""
+
+    ordinal: int
+    heading: str
+    heading_path: tuple[str, ...]
+    level: int
+    context: str
+    content: str
+    token_count: int
+    byte_start: int
+    byte_end: int
+    line_start: int
+    line_end: int
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    path: str
+    title: str
+    tags: tuple[str, ...]
+    content_hash: str
+    size: int
+    mtime_ns: int
+    chunks: tuple[NewChunk, ...]
+
+
+def connect(path: Path | str) -> Any:
+    """A pysqlite3 connection with sqlite-vec loaded, WAL and a busy timeout."""
+    # The stdlib sqlite3 of many Pythons cannot load extensions; pysqlite3 can.
+    import pysqlite3.dbapi2 as sqlite3
+    import sqlite_vec
+
+    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    conn.enable_load_extension(True)
+    sqlite_vec.load(conn)
+    conn.enable_load_extension(False)
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    return conn
+
+
+def _sqlite_errors() -> tuple[type[BaseException], ...]:
+    import pysqlite3.dbapi2 as sqlite3
+
+    return (sqlite3.DatabaseError,)
+
+
+class Store:
+    """The index file. Construct with :meth:`open` (search) or :meth:`create` (indexing)."""
+
+    def __init__(self, conn: Any, path: Path) -> None:
+        self.conn = conn
+        self.path = path
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path) -> Store:
+        """Open an existing index for searching."""
+        if not path.exists():
+            raise StoreError(f"no index at {path}: run 'groove index' on the knowledge base first")
+        store = cls._connect(path)
+        store._check_schema(allow_empty=False)
+        return store
+
+    @classmethod
+    def create(cls, path: Path) -> Store:
+        """Open the index for writing, creating and migrating it as needed."""
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as err:
+            raise StoreError(f"cannot create the index folder {path.parent}: {err}") from None
+        store = cls._connect(path)
+        store._check_schema(allow_empty=True)
+        return store
+
+    @classmethod
+    def _connect(cls, path: Path) -> Store:
+        try:
+            conn = connect(path)
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+        except _sqlite_errors() as err:
+            raise StoreError(
+                f"cannot open the index {path}: {err}. "
+                "Run 'groove index --rebuild' to start it again."
+            ) from None
+        return cls(conn, path)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def _check_schema(self, *, allow_empty: bool) -> None:
+        try:
+            has_meta = self.conn.execute(
+                "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+            ).fetchone()
+            if not has_meta:
+                if not allow_empty:
+                    raise StoreError(f"{self.path} is not a groove index (no meta table)")
+                with self.transaction():
+                    self._create_schema()
+                return
+            version = int(self.get_meta("schema_version") or 0)
+        except _sqlite_errors() as err:
+            raise StoreError(
+                f"the index {self.path} is unreadable ({err}); "
+                "run 'groove index --rebuild' to build it again"
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"the index {self.path} has schema version {version}, newer than this groove "
+                f"({SCHEMA_VERSION}); upgrade groove or rebuild with 'groove index --rebuild'"
+            )
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+
+    def _create_schema(self) -> None:
+        for statement in _SCHEMA.split(";"):
+            if statement.strip():
+                self.conn.execute(statement)
+        self.set_meta("schema_version", str(SCHEMA_VERSION))
+
+    def _migrate(self, version: int) -> None:
+        """Forward migrations, one version at a time, each in its own transaction."""
+        while version < SCHEMA_VERSION:
+            step = MIGRATIONS.get(version)
+            if step is None:
+                raise StoreError(
+                    f"the index {self.path} has schema version {version}, which this groove "
+                    "cannot migrate; run 'groove index --rebuild'"
+                )
+            with self.transaction():
+                step(self.conn)
+                version += 1
+                self.set_meta("schema_version", str(version))
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        self.conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.conn.execute("ROLLBACK")
+            raise
+        self.conn.execute("COMMIT")
+
+    # -- meta and embedder identity --------------------------------------------------------
+
+    def get_meta(self, key: str) -> str | None:
+        row = self.conn.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.conn.execute(
+            "INSERT INTO meta(key, value) VALUES (?, ?) "
+            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            (key, value),
+        )
+
+    def embedder_identity(self) -> tuple[str, int] | None:
+        identity, dim = self.get_meta("embedder"), self.get_meta("embedder_dim")
+        if identity is None or dim is None:
+            return None
+        return identity, int(dim)
+
+    def check_embedder(self, identity: str) -> None:
+        """Refuse to mix vectors of two embedders in one index."""
+        recorded = self.embedder_identity()
+        if recorded is not None and recorded[0] != identity:
+            raise StoreError(
+                f"the index {self.path} was built with embedder {recorded[0]!r} but the "
+                f"configuration uses {identity!r}: re-index with 'groove index --rebuild'"
+            )
+
+    def bind_embedder(self, identity: str, dim: int) -> None:
+        """Record the embedder and create ``vec_chunks`` for its dimension (first run)."""
+        self.check_embedder(identity)
+        if self.embedder_identity() is not None:
+            return
+        with self.transaction():
+            self.conn.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS vec_chunks USING vec0("
+                f"chunk_id INTEGER PRIMARY KEY, embedding float[{int(dim)}])"
+            )
+            self.set_meta("embedder", identity)
+            self.set_meta("embedder_dim", str(int(dim)))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def doc_states(self) -> dict[str, DocState]:
+        rows = self.conn.execute("SELECT path, id, content_hash, size, mtime_ns FROM documents")
+        return {r[0]: DocState(r[1], r[2], r[3], r[4]) for r in rows}
+
+    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
+        """Replace these documents (and all their rows) in one transaction.
+
+        ``vectors`` holds one row per chunk, in the order of ``docs`` and their chunks.
+        """
+        now = time.time()
+        row = 0
+        with self.transaction():
+            for doc in docs:
+                self._delete_path(doc.path)
+                cur = self.conn.execute(
+                    "INSERT INTO documents(path, title, tags, content_hash, size, mtime_ns, "
+                    "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        doc.path,
+                        doc.title,
+                        json.dumps(list(doc.tags), ensure_ascii=False),
+                        doc.content_hash,
+                        doc.size,
+                        doc.mtime_ns,
+                        now,
+                    ),
+                )
+                doc_id = int(cur.lastrowid)
+                self.conn.executemany(
+                    "INSERT OR IGNORE INTO doc_tags(doc_id, tag) VALUES (?, ?)",
+                    [(doc_id, t) for t in doc.tags],
+                )
+                for chunk in doc.chunks:
+                    self._insert_chunk(doc_id, chunk, vectors[row])
+                    row += 1
+
+    def _insert_chunk(self, doc_id: int, chunk: NewChunk, vector: np.ndarray) -> None:
+        cur = self.conn.execute(
+            "INSERT INTO chunks(doc_id, ordinal, heading, heading_path, level, context, "
+            "content, token_count, byte_start, byte_end, line_start, line_end) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc_id,
+                chunk.ordinal,
+                chunk.heading,
+                json.dumps(list(chunk.heading_path), ensure_ascii=False),
+                chunk.level,
+                chunk.context,
+                chunk.content,
+                chunk.token_count,
+                chunk.byte_start,
+                chunk.byte_end,
+                chunk.line_start,
+                chunk.line_end,
+            ),
+        )
+        chunk_id = int(cur.lastrowid)
+        # FTS holds the NFKC form so that full- and half-width text match each other.
+        self.conn.execute(
+            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+            (
+                chunk_id,
+                normalize(chunk.heading),
+                normalize(chunk.context),
+                normalize(chunk.content),
+            ),
+        )
+        self.conn.execute(
+            "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
+            (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        )
+
+    def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
+        """Record a new size/mtime for files whose content hash did not change."""
+        with self.transaction():
+            self.conn.executemany(
+                "UPDATE documents SET size = ?, mtime_ns = ? WHERE path = ?",
+                [(size, mtime, path) for path, size, mtime in updates],
+            )
+
+    def delete_documents(self, paths: Iterable[str]) -> None:
+        with self.transaction():
+            for path in paths:
+                self._delete_path(path)
+
+    def _delete_path(self, path: str) -> None:
+        row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return
+        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id = ?", row)]
+        self.conn.executemany("DELETE FROM fts_chunks WHERE rowid = ?", [(i,) for i in ids])
+        if self.has_vectors():
+            self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
+        self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
+        self.conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", row)
+        self.conn.execute("DELETE FROM documents WHERE id = ?", row)
+
+    def has_vectors(self) -> bool:
+        return (
+            self.conn.execute("SELECT 1 FROM sqlite_master WHERE name = 'vec_chunks'").fetchone()
+            is not None
+        )
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def fts_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Ranked lexical candidates: (chunk id, bm25) best first."""
+        if allowed is None:
+            rows = self.conn.execute(FTS_RANKED_SQL, (*weights, match_expr, limit))
+        else:
+            ids = json.dumps(sorted(allowed))
+            rows = self.conn.execute(FTS_RANKED_FILTERED_SQL, (*weights, match_expr, ids, limit))
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def fts_ids(self, expr: str) -> frozenset[int]:
+        """Every chunk id an FTS5 expression matches (the exclusion scan)."""
+        return frozenset(int(r[0]) for r in self.conn.execute(FTS_IDS_SQL, (expr,)))
+
+    def vector_search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Nearest chunks by L2 distance: (chunk id, distance) best first."""
+        if not self.has_vectors() or k <= 0:
+            return []
+        blob = np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+        k = min(k, VEC_MAX_K)
+        if allowed is None:
+            rows = self.conn.execute(
+                "SELECT chunk_id, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ? "
+                "ORDER BY distance",
+                (blob, k),
+            )
+        else:
+            rows = self.conn.execute(
+                "SELECT chunk_id, distance FROM vec_chunks WHERE embedding MATCH ? AND k = ? "
+                "AND chunk_id IN (SELECT value FROM json_each(?)) ORDER BY distance",
+                (blob, k, json.dumps(sorted(allowed))),
+            )
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def embeddings(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """Stored vectors of these chunks (for stages such as MMR; nothing is re-embedded)."""
+        if not chunk_ids or not self.has_vectors():
+            return {}
+        rows = self.conn.execute(
+            "SELECT chunk_id, embedding FROM vec_chunks "
+            "WHERE chunk_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(chunk_ids)),),
+        )
+        return {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+        """Chunk and document fields of these chunks, by id."""
+        if not chunk_ids:
+            return {}
+        rows = self.conn.execute(
+            "SELECT c.id, c.doc_id, d.path, d.title, d.tags, c.heading, c.heading_path, "
+            "c.level, c.content, c.token_count, c.line_start, c.line_end, c.byte_start, "
+            "c.byte_end, c.ordinal, c.context FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "WHERE c.id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(chunk_ids)),),
+        )
+        keys = [
+            "chunk_id",
+            "doc_id",
+            "path",
+            "title",
+            "tags",
+            "heading",
+            "heading_path",
+            "level",
+            "content",
+            "token_count",
+            "line_start",
+            "line_end",
+            "byte_start",
+            "byte_end",
+            "ordinal",
+            "context",
+        ]
+        out: dict[int, dict[str, Any]] = {}
+        for r in rows:
+            item = dict(zip(keys, r, strict=True))
+            item["tags"] = tuple(json.loads(item["tags"]))
+            item["heading_path"] = tuple(json.loads(item["heading_path"]))
+            out[int(r[0])] = item
+        return out
+
+    def document_chunks(self, doc_id: int) -> list[dict[str, Any]]:
+        """All chunks of one document in order (for expansion stages)."""
+        rows = self.conn.execute(
+            "SELECT id, ordinal, heading, level, content, token_count, line_start, line_end, "
+            "byte_start, byte_end FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+            (doc_id,),
+        )
+        keys = [
+            "chunk_id",
+            "ordinal",
+            "heading",
+            "level",
+            "content",
+            "token_count",
+            "line_start",
+            "line_end",
+            "byte_start",
+            "byte_end",
+        ]
+        return [dict(zip(keys, r, strict=True)) for r in rows]
+
+    def documents(self) -> list[dict[str, Any]]:
+        rows = self.conn.execute(
+            "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "
+            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d ORDER BY d.path"
+        )
+        keys = ["doc_id", "path", "title", "tags", "indexed_at", "size", "mtime_ns", "chunks"]
+        out = []
+        for r in rows:
+            item = dict(zip(keys, r, strict=True))
+            item["tags"] = tuple(json.loads(item["tags"]))
+            out.append(item)
+        return out
+
+    def chunk_ids_for_docs(self, doc_ids: Iterable[int]) -> frozenset[int]:
+        rows = self.conn.execute(
+            "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(doc_ids)),),
+        )
+        return frozenset(int(r[0]) for r in rows)
+
+    def doc_ids_with_tags(self, tags: Sequence[str]) -> frozenset[int]:
+        """Documents carrying every one of ``tags`` (case-insensitive)."""
+        result: frozenset[int] | None = None
+        for tag in tags:
+            ids = frozenset(
+                int(r[0])
+                for r in self.conn.execute("SELECT doc_id FROM doc_tags WHERE tag = ?", (tag,))
+            )
+            result = ids if result is None else result & ids
+        return result or frozenset()
+
+    def counts(self) -> dict[str, int]:
+        docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
+        chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
+        return {"documents": int(docs), "chunks": int(chunks)}
+
+
+#: version -> function that upgrades a connection from that version to the next one.
+#: Schema 1 is the first released schema, so there is nothing to migrate from yet.
+MIGRATIONS: dict[int, Callable[[Any], None]] = {}

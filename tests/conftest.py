@@ -1,0 +1,39 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
+
+NOTES = {
+    "guide/install.md": (
+        "---\ntitle: Installing groove\ntags: [setup, guide]\n---\n"
+        "# Installing groove\n\nRun the setup script to create a virtual environment.\n\n"
+        "## Requirements\n\nPython 3.11 and a C compiler are needed for sqlite extensions.\n"
+    ),
+    "guide/search.md": (
+        "# Searching\n\nUse quoted phrases for exact matches and a leading minus to exclude.\n\n"
+        "## Ranking\n\nResults are fused with reciprocal rank fusion across the lexical "
+        "and vector legs.\n"
+    ),
+    "notes/rust.md": (
+        "---\ntags: [lang]\n---\n# Rust notes\n\nRust async runtimes such as tokio schedule "
+        "futures.\n\n## Ownership\n\nRust ownership rules prevent data races at compile time.\n"
+    ),
+    "notes/ja.md": (
+        "# 再ランキングの評価\n\nクロスエンコーダによる再ランキングの評価について説明する。\n\n"
+        "## 検索システム\n\n全文検索とベクトル検索を組み合わせたシステムである。\n"
+    ),
+}
+
+
+@pytest.fixture
+def notes_kb(tmp_path: Path) -> Path:
+    from groove_core.testing import make_kb
+
+    return make_kb(tmp_path / "kb", NOTES)

@@ -1,0 +1,82 @@
+"""The groove command as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from groove_core.cli import build_cli
+
+
+def _run(*args: str) -> CliRunner.invoke:
+    runner = CliRunner()
+    return runner.invoke(build_cli(None), list(args), catch_exceptions=False)
+
+
+def test_index_then_search_json(notes_kb: Path) -> None:
+    result = _run("index", str(notes_kb))
+    assert result.exit_code == 0, result.output
+    assert "4 added, 0 changed, 0 removed, 0 unchanged" in result.output
+    assert "chunks/s" in result.output
+    result = _run("search", "reciprocal rank fusion", "--kb", str(notes_kb), "--json", "-n", "2")
+    payload = json.loads(result.output)
+    assert set(payload) == {"results", "low_confidence", "filter_applied"}
+    assert payload["results"][0]["path"] == "guide/search.md"
+
+
+def test_human_output_and_filters(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    result = _run("search", "python", "--kb", str(notes_kb), "--tag", "setup")
+    assert result.exit_code == 0
+    assert "guide/install.md" in result.output
+    assert 'filter: {"tags": ["setup"]}' in result.output
+
+
+def test_explain_shows_the_compiled_query_and_legs(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    result = _run("search", "rust -async", "--kb", str(notes_kb), "--explain")
+    assert 'match_expr: ("rust") NOT ("async")' in result.output
+    assert "leg fts:" in result.output and "leg vector:" in result.output
+
+
+def test_exclusion_only_query_exits_2(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    result = CliRunner().invoke(build_cli(None), ["search", "-rust", "--kb", str(notes_kb)])
+    assert result.exit_code == 2
+    assert "invalid query" in result.output
+
+
+def test_errors_are_one_line_not_tracebacks(tmp_path: Path) -> None:
+    result = CliRunner().invoke(build_cli(None), ["search", "x", "--kb", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "groove index" in result.output
+    assert "Traceback" not in result.output
+    (tmp_path / "groove.toml").write_text("[search]\nlimitt = 3\n")
+    result = CliRunner().invoke(build_cli(None), ["index", str(tmp_path)])
+    assert result.exit_code == 1
+    assert "unknown key 'search.limitt'" in result.output
+
+
+def test_plugins_list_json() -> None:
+    result = _run("plugins", "list", "--json")
+    payload = json.loads(result.output)
+    names = {p["name"] for p in payload["plugins"]}
+    assert {"fts", "vector", "match_spans", "embedders"} <= names
+    assert payload["config_problem"] is None
+
+
+def test_python_dash_m_works(notes_kb: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = subprocess.run(
+        [sys.executable, "-m", "groove_core", "--version"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    )
+    assert "groove" in out.stdout

@@ -1,0 +1,68 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groove_core.config import ConfigError, GrooveConfig, index_path, load_config
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    (tmp_path / "groove.toml").write_text(text, encoding="utf-8")
+    return tmp_path
+
+
+def test_defaults_match_the_seed() -> None:
+    c = GrooveConfig()
+    f = c.search.fusion
+    assert (f.rrf_k, f.heading, f.context, f.content) == (60.0, 2.0, 1.0, 1.0)
+    assert (c.search.mmr.enabled, c.search.mmr.lambda_, c.search.mmr.same_doc_penalty) == (
+        False,
+        0.7,
+        0.0,
+    )
+    p = c.search.parent_retriever
+    assert (p.enabled, p.whole_doc_threshold_tokens, p.max_expanded_tokens) == (False, 100, 2000)
+    assert c.reranker is None and c.rerank_by_default is False
+    assert c.embedder.name == "use-multilingual"
+
+
+def test_missing_file_means_defaults(tmp_path: Path) -> None:
+    assert load_config(tmp_path) == GrooveConfig()
+
+
+def test_values_are_read(tmp_path: Path) -> None:
+    kb = _write(tmp_path, "[search.fusion]\nrrf_k = 30\n[search.mmr]\nlambda = 0.5\n")
+    c = load_config(kb)
+    assert c.search.fusion.rrf_k == 30.0
+    assert c.search.mmr.lambda_ == 0.5
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("[search.fusion]\nrrf_kk = 3\n", "unknown key 'search.fusion.rrf_kk'"),
+        ("[search.fusion]\nrrf_k = -1\n", "search.fusion.rrf_k"),
+        ("[search.mmr]\nlambda = 2.0\n", "search.mmr.lambda"),
+        ("colour = 'red'\n", "unknown key 'colour'"),
+        ("[embedder]\nbatch_size = 'many'\n", "embedder.batch_size"),
+        ("[search\n", "not valid TOML"),
+    ],
+)
+def test_bad_config_names_the_key_and_the_file(tmp_path: Path, text: str, needle: str) -> None:
+    kb = _write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_config(kb)
+    assert needle in str(err.value)
+    assert "groove.toml" in str(err.value)
+
+
+def test_explicit_config_must_exist(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path, tmp_path / "nope.toml")
+
+
+def test_index_location(tmp_path: Path) -> None:
+    assert index_path(tmp_path, GrooveConfig()) == tmp_path / ".groove" / "index.sqlite"
+    kb = _write(tmp_path, "[index]\npath = 'idx/x.sqlite'\n")
+    assert index_path(kb, load_config(kb)) == kb / "idx" / "x.sqlite"

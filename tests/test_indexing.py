@@ -1,0 +1,173 @@
+"""Incremental, crash-safe indexing and the index's own consistency."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from groove_core.app import Groove
+from groove_core.store import SCHEMA_VERSION, Store, StoreError
+from groove_core.testing import make_kb, open_kb
+
+
+def _consistent(store: Store) -> None:
+    """documents, chunks, FTS rows and vector rows agree one to one."""
+    conn = store.conn
+    chunk_ids = {r[0] for r in conn.execute("SELECT id FROM chunks")}
+    fts_ids = {r[0] for r in conn.execute("SELECT rowid FROM fts_chunks")}
+    vec_ids = {r[0] for r in conn.execute("SELECT chunk_id FROM vec_chunks")}
+    assert chunk_ids == fts_ids == vec_ids
+    orphans = conn.execute(
+        "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
+    ).fetchone()[0]
+    assert orphans == 0
+
+
+def test_first_run_then_nothing_reembedded(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    first = app.index()
+    assert (first.added, first.changed, first.removed, first.unchanged) == (4, 0, 0, 0)
+    assert first.chunks_embedded == first.chunks_total > 0
+    second = app.index()
+    assert (second.added, second.changed, second.removed, second.unchanged) == (0, 0, 0, 4)
+    assert second.chunks_embedded == 0
+
+
+def test_edit_delete_and_touch(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    app.index()
+    (notes_kb / "notes/rust.md").write_text("# Rust\n\nBorrow checker tales.\n", encoding="utf-8")
+    (notes_kb / "guide/install.md").unlink()
+    # Same content, new mtime: detected by hash, not re-embedded.
+    os.utime(notes_kb / "notes/ja.md", ns=(1, 1))
+    report = app.index()
+    assert (report.added, report.changed, report.removed, report.unchanged) == (0, 1, 1, 2)
+    assert report.chunks_embedded == 1
+    assert report.documents_total == 3
+    assert app.search("borrow checker", limit=1).results[0].path == "notes/rust.md"
+    assert all(h.path != "guide/install.md" for h in app.search("setup script", limit=10).results)
+    _consistent(app.store)
+
+
+def test_rebuild_starts_from_scratch(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    app.index()
+    report = app.index(rebuild=True)
+    assert report.added == 4 and report.unchanged == 0
+
+
+def test_changed_embedder_is_detected_not_mixed(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    app.index()
+    (notes_kb / "groove.toml").write_text('[embedder]\nname = "model2vec"\n', encoding="utf-8")
+    changed = Groove.open(notes_kb)
+    with pytest.raises(StoreError, match="rebuild"):
+        changed.index()
+    with pytest.raises(StoreError, match="rebuild"):
+        changed.search("rust")
+
+
+def test_bad_files_are_skipped_with_a_reason(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "good.md": "# Good\n\nFine text here.\n",
+            "latin1.md": "caf\xe9 au lait".encode("latin-1"),
+            "binary.md": b"\x89PNG\r\n\x1a\n\x00\x00\x00",
+            "bom-crlf.md": "\ufeff# BOM\r\n\r\nWindows line endings.\r\n".encode(),
+            "node_modules/pkg/readme.md": "# Not indexed\n",
+            ".git/notes.md": "# Not indexed either\n",
+        },
+    )
+    report = Groove.open(kb).index()
+    reasons = dict(report.skipped)
+    assert "not valid UTF-8" in reasons["latin1.md"]
+    assert "binary" in reasons["binary.md"]
+    assert report.added == 2
+    assert report.documents_total == 2
+
+
+def test_symlink_outside_the_kb_is_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "secret.md"
+    outside.write_text("# Secret\n\npassword hunter2\n", encoding="utf-8")
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\ntext\n"})
+    (kb / "link.md").symlink_to(outside)
+    report = Groove.open(kb).index()
+    assert dict(report.skipped)["link.md"].startswith("symlink pointing outside")
+    app = Groove.open(kb)
+    assert all("hunter2" not in h.content for h in app.search("password hunter2").results)
+
+
+def test_huge_file_is_skipped_by_the_size_cap(tmp_path: Path) -> None:
+    config = '[embedder]\nname = "hashing"\n[index]\nmax_file_bytes = 2048\n'
+    kb = make_kb(tmp_path / "kb", {"big.md": "# Big\n\n" + "x " * 5000}, config=config)
+    report = Groove.open(kb).index()
+    assert "max_file_bytes" in dict(report.skipped)["big.md"]
+
+
+def test_grooveignore_and_config_ignore(tmp_path: Path) -> None:
+    config = '[embedder]\nname = "hashing"\n[index]\nignore = ["drafts/**"]\n'
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "a.md": "# A\n\ntext\n",
+            "drafts/b.md": "# B\n\ntext\n",
+            "private/c.md": "# C\n\ntext\n",
+            ".grooveignore": "# comment\nprivate/\n",
+        },
+        config=config,
+    )
+    assert Groove.open(kb).index().documents_total == 1
+
+
+def test_interrupted_run_leaves_a_consistent_index_and_the_next_run_finishes(
+    notes_kb: Path,
+) -> None:
+    app = Groove.open(notes_kb)
+
+    def explode(path: str, done: int, total: int) -> None:
+        if done == 3:
+            raise KeyboardInterrupt
+
+    (notes_kb / "groove.toml").write_text(
+        '[embedder]\nname = "hashing"\nbatch_size = 1\n', encoding="utf-8"
+    )
+    app = Groove.open(notes_kb)
+    with pytest.raises(KeyboardInterrupt):
+        app.index(progress=explode)
+    partial = Store.open(app.index_file)
+    _consistent(partial)
+    assert 0 < partial.counts()["documents"] < 4
+    partial.close()
+    report = app.index()
+    assert report.documents_total == 4
+    assert report.added == 4 - report.unchanged
+    _consistent(Store.open(app.index_file))
+
+
+def test_schema_is_versioned_and_wal(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    store = app.store
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    store.set_meta("schema_version", str(SCHEMA_VERSION + 1))
+    app.close()
+    with pytest.raises(StoreError, match="newer"):
+        Store.open(app.index_file)
+
+
+def test_search_without_an_index_says_what_to_do(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    with pytest.raises(StoreError, match="groove index"):
+        app.search("rust")
+
+
+def test_corrupt_index_file_is_a_clear_error(notes_kb: Path) -> None:
+    app = Groove.open(notes_kb)
+    app.index_file.parent.mkdir(parents=True, exist_ok=True)
+    app.index_file.write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError, match="rebuild"):
+        app.search("rust")
+    assert app.index(rebuild=True).documents_total == 4

@@ -1,0 +1,130 @@
+"""End-to-end search over a small KB with the deterministic hashing embedder."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import pytest
+
+from groove_core.query import QueryError
+from groove_core.testing import open_kb
+
+
+def test_search_returns_the_p8_wrapper(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    payload = app.search("reciprocal rank fusion", limit=3).to_json()
+    assert set(payload) == {"results", "low_confidence", "filter_applied"}
+    top = payload["results"][0]
+    assert top["path"] == "guide/search.md"
+    assert top["heading"] == "Ranking"
+    assert top["rank"] == 1
+    assert top["score"] > 0
+    assert payload["low_confidence"] is False
+    assert payload["filter_applied"] is None
+    for key in ("path", "heading", "content", "score", "rank", "chunk_id", "match_spans"):
+        assert key in top
+
+
+def test_match_spans_are_byte_offsets_into_the_returned_content(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    for query, phrases in [
+        ("Reciprocal rank", {"reciprocal", "rank"}),
+        ("再ランキング", {"再ランキング", "ランキング"}),
+    ]:
+        hit = app.search(query, limit=1).results[0]
+        data = hit.content.encode("utf-8")
+        assert hit.match_spans
+        assert {data[s.start : s.end].decode().lower() for s in hit.match_spans} <= phrases
+
+
+def test_japanese_query_uses_the_lexical_leg(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    response, legs, _ = app.search_explained("再ランキングの評価について", limit=3)
+    assert response.results[0].path == "notes/ja.md"
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert fts.hits, "the compiled phrases must reach FTS5"
+
+
+def test_exclusions_agree_across_both_legs(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    results = app.search("rust -async", limit=10).results
+    assert results
+    assert all("async" not in h.content.lower() for h in results)
+    assert any(h.heading == "Ownership" for h in results)
+
+
+def test_exclusion_only_query_is_rejected(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    with pytest.raises(QueryError):
+        app.search("-rust")
+
+
+@pytest.mark.parametrize("limit", [0, -1, 1000])
+def test_bad_limit_is_a_query_error(notes_kb: Path, limit: int) -> None:
+    app = open_kb(notes_kb)
+    with pytest.raises(QueryError, match="limit"):
+        app.search("rust", limit=limit)
+
+
+def test_path_filter_applies_inside_the_legs(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    response = app.search("rust ownership search", limit=5, path="guide/**")
+    assert response.results
+    assert {h.path for h in response.results} <= {"guide/install.md", "guide/search.md"}
+    assert response.filter_applied == {"path": "guide/**"}
+
+
+def test_tag_filter_is_case_insensitive_and_conjunctive(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    assert {h.path for h in app.search("python", limit=5, tags=["SETUP"]).results} == {
+        "guide/install.md"
+    }
+    assert app.search("python", limit=5, tags=["setup", "lang"]).results == ()
+    none = app.search("python", limit=5, tags=["setup", "lang"])
+    assert none.low_confidence is True
+    assert none.filter_applied == {"tags": ["setup", "lang"]}
+
+
+def test_short_query_runs_vector_only(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    response, legs, ctx = app.search_explained("ja", limit=2)
+    assert ctx.query.fts_skipped
+    assert next(leg for leg in legs if leg.name == "fts").hits == ()
+    assert len(response.results) == 2
+
+
+def test_limit_is_honoured_and_ranks_are_dense(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    results = app.search("search", limit=4).results
+    assert [h.rank for h in results] == list(range(1, len(results) + 1))
+    assert len(results) == 4
+    assert [h.score for h in results] == sorted((h.score for h in results), reverse=True)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"',
+        '""',
+        "AND OR NOT",
+        "heading:foo",
+        "(((",
+        "*",
+        "NEAR(a b)",
+        "\x00abc",
+        "🙂🙂🙂",
+        "a" * 5000,
+    ],
+)
+def test_odd_queries_never_raise_from_sqlite(notes_kb: Path, query: str) -> None:
+    app = open_kb(notes_kb)
+    with contextlib.suppress(QueryError):
+        app.search(query, limit=3)
+
+
+def test_low_confidence_when_nothing_matches_lexically_and_vectors_are_far(
+    notes_kb: Path,
+) -> None:
+    app = open_kb(notes_kb)
+    assert app.search("zzqqxxvvkk", limit=3).low_confidence is True
