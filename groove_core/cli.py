@@ -287,8 +287,15 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     def cli() -> None:
         """groove: semantic search over a Markdown knowledge base, for people and agents."""
 
+    # Command modules import only click at module level: `groove --help` stays fast.
+    from groove_core.evaluation.cli import eval_cmd, tune_cmd
+    from groove_core.serve import serve_cmd
+
     cli.add_command(index_cmd)
     cli.add_command(build_search_command(plugins))
+    cli.add_command(serve_cmd)
+    cli.add_command(eval_cmd)
+    cli.add_command(tune_cmd)
     cli.add_command(plugins_group)
     if plugins is not None:
         plugins.pm.hook.groove_cli_commands(cli=cli)
