@@ -109,14 +109,24 @@ def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) 
         return
     for path, reason in report.skipped:
         click.echo(f"skipped {path}: {reason}", err=True)
-    click.echo(
+    click.echo(_summary(report))
+
+
+def _summary(report: Any) -> str:
+    files = (
         f"{report.added} added, {report.changed} changed, {report.removed} removed, "
-        f"{report.unchanged} unchanged, {len(report.skipped)} skipped; "
-        f"{report.chunks_embedded} chunks embedded in {report.seconds:.1f} s "
-        f"({report.chunks_per_second:.0f} chunks/s; embedder alone "
-        f"{report.embed_chunks_per_second:.0f} chunks/s); "
-        f"index: {report.documents_total} documents, {report.chunks_total} chunks"
+        f"{report.unchanged} unchanged, {len(report.skipped)} skipped"
     )
+    if report.chunks_embedded:
+        work = (
+            f"{report.chunks_embedded} chunks embedded in {report.seconds:.1f} s "
+            f"({report.chunks_per_second:.0f} chunks/s; the embedder alone "
+            f"{report.embed_chunks_per_second:.0f} chunks/s)"
+        )
+    else:
+        work = f"nothing to embed ({report.seconds:.2f} s)"
+    index = f"index: {report.documents_total} documents, {report.chunks_total} chunks"
+    return f"{files}; {work}; {index}"
 
 
 # -- search ------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class LowConfidenceConfig(_Strict):
     """When a result set is flagged ``low_confidence`` (see docs/retrieval-pipeline.md)."""
 
     max_vector_distance: float = Field(
-        1.0,
+        1.2,
         ge=0.0,
         description="L2 distance past which the best vector hit counts as a weak match",
     )

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from groove_core.models import SearchHit
+from groove_core.pipeline import low_confidence
 from groove_core.query import QueryError
 from groove_core.testing import open_kb
 
@@ -128,3 +131,25 @@ def test_low_confidence_when_nothing_matches_lexically_and_vectors_are_far(
 ) -> None:
     app = open_kb(notes_kb)
     assert app.search("zzqqxxvvkk", limit=3).low_confidence is True
+
+
+def _hit(legs: dict[str, tuple[int, float]]) -> SearchHit:
+    return SearchHit(1, 1, "a.md", "A", "A", ("A",), 1, "text", 0.1, 1, 1, 1, 0, 4, 1, legs=legs)
+
+
+@pytest.mark.parametrize(
+    ("legs", "expected"),
+    [
+        ([], True),  # nothing came back
+        ([{"fts": (1, -3.0), "vector": (4, 1.5)}], False),  # corroborated by both legs
+        ([{"vector": (1, 0.9)}], False),  # a near vector alone is enough
+        ([{"vector": (1, 1.3)}, {"fts": (1, -2.0)}], True),  # far vector, uncorroborated
+        ([{"fts": (1, -2.0)}], False),  # lexical-only pipeline (vector leg disabled)
+    ],
+)
+def test_low_confidence_rule(
+    notes_kb: Path, legs: list[dict[str, tuple[int, float]]], expected: bool
+) -> None:
+    app = open_kb(notes_kb, index=False)
+    ctx = SimpleNamespace(config=app.config)
+    assert low_confidence(ctx, [_hit(x) for x in legs]) is expected  # type: ignore[arg-type]
