@@ -42,17 +42,29 @@ class FusionConfig(_Strict):
 class MMRConfig(_Strict):
     """MMR diversity (plugin groove_mmr)."""
 
-    enabled: bool = False
-    lambda_: float = Field(0.7, alias="lambda", ge=0.0, le=1.0)
-    same_doc_penalty: float = Field(0.0, ge=0.0)
+    enabled: bool = Field(False, description="diversify the top results (needs groove-mmr)")
+    lambda_: float = Field(
+        0.7,
+        alias="lambda",
+        ge=0.0,
+        le=1.0,
+        description="relevance vs. diversity: 1.0 is pure relevance (MMR off, but slower)",
+    )
+    same_doc_penalty: float = Field(
+        0.0, ge=0.0, description="extra penalty for a second chunk of an already picked document"
+    )
 
 
 class ParentRetrieverConfig(_Strict):
     """Parent-retriever expansion (plugin groove_parent)."""
 
-    enabled: bool = False
-    whole_doc_threshold_tokens: int = Field(100, ge=0)
-    max_expanded_tokens: int = Field(2000, ge=1)
+    enabled: bool = Field(False, description="expand small hits (needs groove-parent)")
+    whole_doc_threshold_tokens: int = Field(
+        100, ge=0, description="a hit under this many tokens returns its whole document"
+    )
+    max_expanded_tokens: int = Field(
+        2000, ge=1, description="cap on the tokens of an expanded hit's content"
+    )
 
 
 class LowConfidenceConfig(_Strict):
@@ -66,7 +78,11 @@ class LowConfidenceConfig(_Strict):
 
 
 class SearchConfig(_Strict):
-    default_limit: int = Field(10, ge=1, le=200)
+    """Searching: how many results, and the knobs of each stage."""
+
+    default_limit: int = Field(
+        10, ge=1, le=200, description="results returned when a search gives no limit"
+    )
     fusion: FusionConfig = FusionConfig()
     mmr: MMRConfig = MMRConfig()
     parent_retriever: ParentRetrieverConfig = ParentRetrieverConfig()
@@ -80,8 +96,8 @@ class EmbedderConfig(_Strict):
     model: str | None = Field(
         None, description="model name or local path, for embedders that take one"
     )
-    batch_size: int = Field(64, ge=1, le=4096)
-    threads: int = Field(2, ge=1, le=256)
+    batch_size: int = Field(64, ge=1, le=4096, description="chunks embedded per call")
+    threads: int = Field(2, ge=1, le=256, description="BLAS threads of the default embedder")
 
 
 class IndexConfig(_Strict):
@@ -90,16 +106,24 @@ class IndexConfig(_Strict):
     path: str | None = Field(
         None, description="index file; default <kb>/.groove/index.sqlite (relative to the KB)"
     )
-    max_chunk_tokens: int = Field(400, ge=32, le=8192)
-    max_file_bytes: int = Field(10 * 1024 * 1024, ge=1024)
-    extensions: tuple[str, ...] = (".md", ".markdown")
+    max_chunk_tokens: int = Field(
+        400, ge=32, le=8192, description="sections longer than this are split (len/4 tokens)"
+    )
+    max_file_bytes: int = Field(
+        10 * 1024 * 1024, ge=1024, description="larger files are skipped with a warning"
+    )
+    extensions: tuple[str, ...] = Field(
+        (".md", ".markdown"), description="file name endings that are indexed"
+    )
     ignore: tuple[str, ...] = Field((), description="extra glob patterns never indexed")
 
 
 class PluginsConfig(_Strict):
     """Plugins switched off by name (as listed by ``groove plugins list``)."""
 
-    disabled: tuple[str, ...] = ()
+    disabled: tuple[str, ...] = Field(
+        (), description="plugin names never loaded (built-in ones included)"
+    )
 
 
 class GrooveConfig(BaseModel):
@@ -112,7 +136,9 @@ class GrooveConfig(BaseModel):
     index: IndexConfig = IndexConfig()
     plugins: PluginsConfig = PluginsConfig()
     reranker: str | None = Field(None, description="cross-encoder model name or path")
-    rerank_by_default: bool = False
+    rerank_by_default: bool = Field(
+        False, description="apply the configured reranker to every search"
+    )
     plugin: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-plugin settings, validated by each plugin"
     )
