@@ -69,7 +69,8 @@ def build_context(
     return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
 
 
-def _hits(store: Store, fused: list[Fused]) -> list[SearchHit]:
+def hits_for(store: Store, fused: list[Fused]) -> list[SearchHit]:
+    """SearchHits for fused candidates, ranked 1..n in fused order."""
     rows = store.chunk_rows([f.chunk_id for f in fused])
     hits = []
     for rank, item in enumerate((f for f in fused if f.chunk_id in rows), start=1):
@@ -123,7 +124,7 @@ def run(ctx: QueryContext, plugins: Plugins) -> tuple[SearchResponse, list[LegRe
     """Run every stage for a prepared context; also returns the legs (for --explain)."""
     legs = plugins.candidates(ctx)
     fused = rrf(legs, ctx.config.search.fusion.rrf_k, ctx.pool_size)
-    hits = _hits(ctx.store, fused)
+    hits = hits_for(ctx.store, fused)
     hits = plugins.rerank(ctx, hits)
     hits = plugins.diversify(ctx, hits)[: ctx.limit]
     hits = plugins.expand(ctx, hits)

@@ -1,29 +1,59 @@
-"""Helpers for testing groove and groove plugins: a temporary KB and a fast embedder.
+"""Helpers for testing groove and groove plugins: a temporary KB, a fast embedder, and
+contract checks every stage kind must pass.
 
 Import in a plugin's own tests::
 
-    from groove_core.testing import make_kb, open_kb
+    from groove_core.testing import make_kb, open_kb, check_candidate_leg
 
 ``make_kb`` writes Markdown files and a groove.toml that selects the deterministic
-``hashing`` embedder, so tests never load a real model unless they ask for one.
+``hashing`` embedder, so tests never load a real model unless they ask for one. The
+``check_*`` functions run a plugin's hook on a real query context and assert the contract
+of its stage (see docs/plugins.md); they raise AssertionError naming what broke.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from groove_core.app import Groove
+from groove_core.context import QueryContext
+from groove_core.models import LegResult, SearchHit
 
 FAST_CONFIG = '[embedder]\nname = "hashing"\n'
 
+#: A small mixed-language KB for contract checks.
+SAMPLE_NOTES: dict[str, str] = {
+    "guide/install.md": (
+        "---\ntitle: Installing\ntags: [setup]\n---\n# Installing\n\n"
+        "Create a virtual environment and install the package.\n\n"
+        "## Requirements\n\nPython 3.11 or newer is required.\n"
+    ),
+    "guide/search.md": (
+        "# Searching\n\nQuoted phrases match exactly; a leading minus excludes a word.\n\n"
+        "## Ranking\n\nResults from the lexical and vector legs are fused with RRF.\n"
+    ),
+    "notes/rust.md": (
+        "# Rust\n\nAsync runtimes schedule futures.\n\n## Ownership\n\n"
+        "Ownership rules prevent data races.\n"
+    ),
+    "notes/ja.md": (
+        "# 再ランキング\n\nクロスエンコーダによる再ランキングの評価について。\n\n"
+        "## 検索\n\n全文検索とベクトル検索を組み合わせる。\n"
+    ),
+}
+SAMPLE_QUERIES = ("ranking results", "再ランキングの評価", "rust ownership", "install python")
+
 
 def make_kb(
-    root: Path, files: Mapping[str, str | bytes], *, config: str | None = FAST_CONFIG
+    root: Path, files: Mapping[str, str | bytes] | None = None, *, config: str | None = FAST_CONFIG
 ) -> Path:
-    """Write ``files`` (KB-relative path -> text or bytes) under ``root`` and a groove.toml."""
+    """Write ``files`` (KB-relative path -> text or bytes; default ``SAMPLE_NOTES``) under
+    ``root``, plus a groove.toml (``config``; None writes none)."""
     root.mkdir(parents=True, exist_ok=True)
-    for rel, body in files.items():
+    for rel, body in (SAMPLE_NOTES if files is None else files).items():
         target = root / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         if isinstance(body, bytes):
@@ -42,8 +72,113 @@ def open_kb(
     entry_points: bool = True,
     index: bool = True,
 ) -> Groove:
-    """A :class:`Groove` for ``kb`` (indexed unless ``index=False``)."""
+    """A :class:`Groove` for ``kb`` with a fresh plugin set (indexed unless ``index=False``)."""
     app = Groove.open(kb, extra_plugins=extra_plugins, entry_points=entry_points)
     if index:
         app.index()
     return app
+
+
+def query_context(
+    app: Groove, query: str, *, limit: int = 5, options: Mapping[str, Any] | None = None
+) -> QueryContext:
+    """The context a stage would receive for ``query`` (pool sized by the enabled plugins)."""
+    from groove_core.models import SearchFilters
+    from groove_core.pipeline import build_context
+
+    return build_context(
+        app.plugins,
+        app.store,
+        app.embedder,
+        query,
+        limit=limit,
+        filters=SearchFilters(),
+        options=options or {},
+    )
+
+
+def candidate_pool(app: Groove, ctx: QueryContext) -> list[SearchHit]:
+    """The fused stage-1 hits for ``ctx`` — the input a rerank/diversify stage receives."""
+    from groove_core.fusion import rrf
+    from groove_core.pipeline import hits_for
+
+    legs = app.plugins.candidates(ctx)
+    return hits_for(ctx.store, rrf(legs, ctx.config.search.fusion.rrf_k, ctx.pool_size))
+
+
+def check_candidate_leg(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+    """A leg returns a LegResult (or None) of unique, existing chunk ids, at most leg_size."""
+    for query in queries:
+        ctx = query_context(app, query)
+        result = plugin.groove_candidates(ctx=ctx)
+        if result is None:
+            continue
+        assert isinstance(result, LegResult), f"{query!r}: returned {type(result).__name__}"
+        ids = [h.chunk_id for h in result.hits]
+        assert len(ids) == len(set(ids)), f"{query!r}: duplicate chunk ids {ids}"
+        assert len(ids) <= ctx.leg_size, f"{query!r}: {len(ids)} hits > leg_size {ctx.leg_size}"
+        known = ctx.store.chunk_rows(ids)
+        assert set(ids) <= set(known), f"{query!r}: unknown chunk ids {set(ids) - set(known)}"
+        again = plugin.groove_candidates(ctx=query_context(app, query))
+        assert again == result, f"{query!r}: not deterministic"
+
+
+def _stage_output(hook: Any, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    before = list(hits)
+    out = hook(ctx=ctx, hits=hits)
+    assert hits == before, "the stage mutated its input list"
+    return None if out is None else list(out)
+
+
+def check_reranker(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+    """A reranker returns a reordering of its input (same chunk ids), ranks 1..n,
+    deterministic, and handles an empty pool."""
+    for query in queries:
+        ctx = query_context(app, query)
+        pool = candidate_pool(app, ctx)
+        out = _stage_output(plugin.groove_rerank, ctx, pool)
+        if out is None:
+            continue
+        assert sorted(h.chunk_id for h in out) == sorted(h.chunk_id for h in pool), (
+            f"{query!r}: not a reordering of the input"
+        )
+        assert [h.rank for h in out] == list(range(1, len(out) + 1)), f"{query!r}: ranks"
+        assert _stage_output(plugin.groove_rerank, ctx, pool) == out, (
+            f"{query!r}: not deterministic"
+        )
+    empty = _stage_output(plugin.groove_rerank, query_context(app, queries[0]), [])
+    assert not empty, "an empty pool must give an empty result (or None)"
+
+
+def check_diversifier(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+    """A diversifier returns a subset of its input of size min(limit, len(pool)), ranks 1..n."""
+    for query in queries:
+        base = query_context(app, query, limit=2)
+        # A diversifier chooses from a wider pool than it returns (MMR asks for limit x 5).
+        ctx = replace(base, pool_size=max(base.pool_size, base.limit * 5))
+        pool = candidate_pool(app, ctx)
+        out = _stage_output(plugin.groove_diversify, ctx, pool)
+        if out is None:
+            continue
+        ids = [h.chunk_id for h in out]
+        assert set(ids) <= {h.chunk_id for h in pool}, f"{query!r}: hits not from the pool"
+        assert len(ids) == len(set(ids)) == min(ctx.limit, len(pool)), f"{query!r}: size"
+        assert [h.rank for h in out] == list(range(1, len(out) + 1)), f"{query!r}: ranks"
+
+
+def check_expander(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+    """An expander keeps order, score, rank, path and chunk id; it may only change content
+    (and must then say where it came from in ``expanded_from``)."""
+    for query in queries:
+        ctx = query_context(app, query)
+        hits = candidate_pool(app, ctx)[: ctx.limit]
+        out = _stage_output(plugin.groove_expand, ctx, hits)
+        if out is None:
+            continue
+        keys = [(h.chunk_id, h.score, h.rank, h.path) for h in hits]
+        assert [(h.chunk_id, h.score, h.rank, h.path) for h in out] == keys, (
+            f"{query!r}: order, score, rank or path changed"
+        )
+        for before, after in zip(hits, out, strict=True):
+            if after.content != before.content:
+                assert after.expanded_from, f"{query!r}: content changed without expanded_from"

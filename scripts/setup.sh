@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv/ at the project root and install groove (core, plugins, dev tools) into it.
+# Create .venv/ at the project root and install groove (core, plugins, the example
+# third-party plugin, dev tools) into it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
@@ -8,7 +9,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 packages=(-e ".[dev]")
-for plugin in plugins/*/; do
+for plugin in plugins/*/ examples/*/; do
   [ -f "$plugin/pyproject.toml" ] && packages+=(-e "$plugin")
 done
 .venv/bin/python -m pip install --quiet "${packages[@]}"

@@ -34,3 +34,14 @@ def test_every_hook_is_documented_in_the_plugin_guide() -> None:
 def test_every_config_key_has_a_description() -> None:
     text = generated_docs()["configuration.md"]
     assert "|  |" not in text, "a config key has no description in groove_core/config.py"
+
+
+def test_every_hook_has_a_test_of_its_own() -> None:
+    tests = Path(__file__).resolve().parent
+    sources = [
+        p.read_text(encoding="utf-8")
+        for p in [*tests.rglob("test_*.py"), *tests.parent.glob("plugins/*/tests/test_*.py")]
+        if p.name != "test_docs.py"
+    ]
+    untested = [name for name in _hook_names() if not any(f"def {name}(" in s for s in sources)]
+    assert not untested, f"hooks no test implements: {untested}"

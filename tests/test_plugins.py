@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+import click
+import numpy as np
 import pytest
+from click.testing import CliRunner
 from pydantic import BaseModel, ConfigDict
 
+from groove_core.cli import build_cli
 from groove_core.config import ConfigError, GrooveConfig, parse_config
 from groove_core.context import QueryContext, SearchOption
+from groove_core.embedding import EmbedderError, EmbedderSpec
 from groove_core.hookspecs import hookimpl
-from groove_core.models import LegHit, LegResult, SearchHit
+from groove_core.models import LegHit, LegResult, SearchHit, Span
 from groove_core.plugins import list_plugins, make_plugin_manager
-from groove_core.testing import open_kb
+from groove_core.testing import FAST_CONFIG, make_kb, open_kb, query_context
 
 
 def test_builtins_are_plugins() -> None:
@@ -91,7 +97,7 @@ def test_an_extra_candidate_leg_is_fused(notes_kb: Path) -> None:
     response, legs, _ = app.search_explained("rust notes", limit=3)
     assert "title" in {leg.name for leg in legs}
     assert "title" in response.results[0].legs
-    options = app.plugins.search_options()
+    options = [o for o in app.plugins.search_options() if o.plugin == "title"]
     assert options == [SearchOption("title_boost", "bool", "boost title matches", "title")]
 
 
@@ -119,6 +125,77 @@ def test_plugin_config_is_validated_by_the_plugin() -> None:
 
 
 def test_list_plugins_reports_a_config_problem_instead_of_failing() -> None:
-    infos, problem = list_plugins(parse_config({"search": {"mmr": {"enabled": True}}}))
+    # Disabled by name: whether or not groove-mmr is installed, the stage has no plugin.
+    config = parse_config({"search": {"mmr": {"enabled": True}}, "plugins": {"disabled": ["mmr"]}})
+    infos, problem = list_plugins(config)
     assert {"fts", "vector"} <= {i.name for i in infos}
     assert problem is not None and "groove-mmr" in problem
+
+
+class Hello:
+    @hookimpl
+    def groove_cli_commands(self, cli: click.Group) -> None:
+        @cli.command("hello")
+        def hello() -> None:
+            """Say hello."""
+            click.echo("hello from a plugin")
+
+
+def test_a_plugin_adds_a_cli_command() -> None:
+    plugins = make_plugin_manager(GrooveConfig(), extra=[("hello", Hello())])
+    result = CliRunner().invoke(build_cli(plugins), ["hello"])
+    assert result.output == "hello from a plugin\n"
+
+
+class Constant:
+    identity = "constant:1"
+    dim = 8
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return np.ones((len(texts), 8), dtype=np.float32) / np.sqrt(8)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+class ConstantEmbedder:
+    @hookimpl
+    def groove_embedders(self) -> list[EmbedderSpec]:
+        return [EmbedderSpec("constant", lambda cfg: Constant(), "every text is the same")]
+
+
+def test_a_plugin_embedder_is_chosen_by_name(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", config='[embedder]\nname = "constant"\n')
+    app = open_kb(kb, extra_plugins=[("const", ConstantEmbedder())])
+    assert app.embedder.identity == "constant:1"
+    assert app.store.embedder_identity() == ("constant:1", 8)
+    unknown = make_kb(tmp_path / "kb2", config='[embedder]\nname = "nope"\n')
+    with pytest.raises(EmbedderError, match=r"unknown embedder 'nope'.*constant"):
+        _ = open_kb(unknown, extra_plugins=[("const", ConstantEmbedder())]).embedder
+
+
+class Stars:
+    @hookimpl
+    def groove_highlight(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, match_spans=(Span(0, 1),)) for h in hits]
+
+
+def test_the_highlighter_can_be_replaced_once_the_builtin_is_disabled(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="groove_highlight"):
+        make_plugin_manager(GrooveConfig(), extra=[("stars", Stars())])
+    config = FAST_CONFIG + '[plugins]\ndisabled = ["match_spans"]\n'
+    app = open_kb(make_kb(tmp_path / "kb", config=config), extra_plugins=[("stars", Stars())])
+    assert all(h.match_spans == (Span(0, 1),) for h in app.search("ranking").results)
+
+
+class WidePool:
+    @hookimpl
+    def groove_pool_size(self, ctx: QueryContext) -> int | None:
+        return 40 if ctx.options.get("wide") else None
+
+
+def test_pool_size_requests_widen_the_pool_only_when_asked(tmp_path: Path) -> None:
+    app = open_kb(make_kb(tmp_path / "kb"), extra_plugins=[("wide", WidePool())])
+    assert query_context(app, "ranking", limit=3).pool_size == 3
+    assert query_context(app, "ranking", limit=3, options={"wide": True}).pool_size == 40
+    assert query_context(app, "ranking", limit=50, options={"wide": True}).pool_size == 50

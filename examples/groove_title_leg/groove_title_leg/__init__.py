@@ -1,0 +1,65 @@
+"""A candidate leg ranking chunks of documents whose title contains the query's phrases."""
+
+from __future__ import annotations
+
+import unicodedata
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from groove_core.context import QueryContext, SearchOption
+from groove_core.hookspecs import hookimpl
+from groove_core.models import LegHit, LegResult
+
+NAME = "titles"
+
+
+class TitleLegSettings(BaseModel):
+    """``[plugin.titles]`` in groove.toml."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled_by_default: bool = Field(False, description="run unless a query turns it off")
+    max_documents: int = Field(10, ge=1, le=1000, description="title matches that count")
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@hookimpl
+def groove_config_schema() -> type[BaseModel]:
+    return TitleLegSettings
+
+
+@hookimpl
+def groove_search_options() -> list[SearchOption]:
+    return [SearchOption(NAME, "bool", "Also rank documents whose title matches the query.")]
+
+
+def _settings(ctx: QueryContext) -> TitleLegSettings:
+    settings = ctx.plugin_config(NAME)
+    return settings if isinstance(settings, TitleLegSettings) else TitleLegSettings()
+
+
+@hookimpl
+def groove_candidates(ctx: QueryContext) -> LegResult | None:
+    settings = _settings(ctx)
+    if not ctx.options.get(NAME, settings.enabled_by_default) or not ctx.query.positives:
+        return None
+    phrases = [_fold(p) for p in ctx.query.positives]
+    scored = []
+    for doc in ctx.store.documents():
+        title = _fold(doc["title"])
+        matched = sum(1 for p in phrases if p in title)
+        if matched:
+            scored.append((-matched, doc["path"], doc["doc_id"]))
+    scored.sort()
+    allowed, excluded = ctx.allowed_ids(), ctx.excluded_ids()
+    hits: list[LegHit] = []
+    for negative_matches, _path, doc_id in scored[: settings.max_documents]:
+        for chunk in ctx.store.document_chunks(doc_id):
+            cid = chunk["chunk_id"]
+            if cid in excluded or (allowed is not None and cid not in allowed):
+                continue
+            hits.append(LegHit(cid, float(-negative_matches)))
+    return LegResult(NAME, tuple(hits[: ctx.leg_size]))

@@ -1,0 +1,97 @@
+"""groove_core.testing's contract checks: built-ins pass them, broken stages fail them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from groove_core.builtins.legs import FTSLeg, VectorLeg
+from groove_core.context import QueryContext
+from groove_core.hookspecs import hookimpl
+from groove_core.models import ExpandedRange, LegHit, LegResult, SearchHit
+from groove_core.testing import (
+    check_candidate_leg,
+    check_diversifier,
+    check_expander,
+    check_reranker,
+    make_kb,
+    open_kb,
+)
+
+
+@pytest.fixture
+def app(tmp_path: Path):  # type: ignore[no-untyped-def]
+    return open_kb(make_kb(tmp_path / "kb"))
+
+
+def test_builtin_legs_keep_the_leg_contract(app) -> None:  # type: ignore[no-untyped-def]
+    check_candidate_leg(FTSLeg(), app)
+    check_candidate_leg(VectorLeg(), app)
+
+
+class DuplicateLeg:
+    @hookimpl
+    def groove_candidates(self, ctx: QueryContext) -> LegResult:
+        return LegResult("dup", (LegHit(1, 0.0), LegHit(1, 0.0)))
+
+
+def test_a_leg_returning_duplicates_fails(app) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(AssertionError, match="duplicate"):
+        check_candidate_leg(DuplicateLeg(), app)
+
+
+class Reverse:
+    @hookimpl
+    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, rank=i) for i, h in enumerate(reversed(hits), start=1)]
+
+
+class Dropper:
+    @hookimpl
+    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, rank=i) for i, h in enumerate(hits[1:], start=1)]
+
+
+def test_reranker_contract(app) -> None:  # type: ignore[no-untyped-def]
+    check_reranker(Reverse(), app)
+    with pytest.raises(AssertionError, match="reordering"):
+        check_reranker(Dropper(), app)
+
+
+class FirstN:
+    @hookimpl
+    def groove_diversify(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return hits[: ctx.limit]
+
+
+class TooMany:
+    @hookimpl
+    def groove_diversify(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return hits[: ctx.limit + 1]
+
+
+def test_diversifier_contract(app) -> None:  # type: ignore[no-untyped-def]
+    check_diversifier(FirstN(), app)
+    with pytest.raises(AssertionError, match="size"):
+        check_diversifier(TooMany(), app)
+
+
+class Shout:
+    @hookimpl
+    def groove_expand(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        rng = (ExpandedRange(1, 1, 0, 1),)
+        return [replace(h, content=h.content.upper(), expanded_from=rng) for h in hits]
+
+
+class Rescore:
+    @hookimpl
+    def groove_expand(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, score=0.0) for h in hits]
+
+
+def test_expander_contract(app) -> None:  # type: ignore[no-untyped-def]
+    check_expander(Shout(), app)
+    with pytest.raises(AssertionError, match="score"):
+        check_expander(Rescore(), app)
