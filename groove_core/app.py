@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from groove_core.embedding import Embedder
     from groove_core.indexer import IndexReport, ProgressFn
     from groove_core.models import LegResult
-    from groove_core.store import Store
+    from groove_core.store import Consistency, Store
 
 
 class Groove:
@@ -80,6 +81,34 @@ class Groove:
         finally:
             store.close()
 
+    def doctor(self, *, repair: bool = False) -> DoctorResult:
+        """Check the index (SQLite integrity and the one-to-one agreements between
+        documents, chunks, FTS rows and vectors); with ``repair``, fix what is wrong by
+        re-indexing the affected documents, or rebuilding when the file itself is damaged."""
+        from groove_core.store import Store, StoreError, check_consistency, repair_rows
+
+        self.close()
+        result = DoctorResult()
+        found = None
+        try:
+            store = Store.open(self.index_file)
+        except StoreError as err:
+            if not self.index_file.exists():
+                raise
+            result.problems.append(str(err))
+        else:
+            try:
+                found = check_consistency(store)
+                result.problems.extend(_describe(found))
+                if repair and found.integrity == () and not found.ok:
+                    result.reindexed = repair_rows(store, found)
+            finally:
+                store.close()
+        if repair and result.problems:
+            result.rebuilt = found is None or bool(found.integrity)
+            result.report = self.index(rebuild=result.rebuilt)
+        return result
+
     # -- searching -------------------------------------------------------------------------
 
     def search(
@@ -116,7 +145,49 @@ class Groove:
             options=options or {},
         )
         response, legs = run(ctx, self.plugins)
-        return response, legs, ctx
+        return self._mark_stale(response), legs, ctx
+
+    def _mark_stale(self, response: SearchResponse) -> SearchResponse:
+        """Flag hits whose file changed on disk after indexing (one stat per hit)."""
+        recorded = self.store.file_states([h.path for h in response.results])
+        results = []
+        for hit in response.results:
+            try:
+                st = (self.kb / hit.path).stat()
+                now: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                now = None
+            stale = now != recorded.get(hit.path)
+            results.append(replace(hit, stale=True) if stale else hit)
+        return replace(response, results=tuple(results))
+
+
+@dataclass
+class DoctorResult:
+    """What ``groove doctor`` found and, with ``repair``, what it did about it."""
+
+    problems: list[str] = field(default_factory=list)
+    rebuilt: bool = False
+    reindexed: list[str] = field(default_factory=list)
+    report: IndexReport | None = None
+
+    @property
+    def healthy(self) -> bool:
+        return not self.problems
+
+
+def _describe(found: Consistency) -> list[str]:
+    problems = [f"SQLite integrity: {msg}" for msg in found.integrity]
+    for label, ids in [
+        ("FTS rows without a chunk", found.fts_orphans),
+        ("vectors without a chunk", found.vec_orphans),
+        ("chunks without an FTS row", found.chunks_without_fts),
+        ("chunks without a vector", found.chunks_without_vec),
+        ("chunks without a document", found.chunks_without_doc),
+    ]:
+        if ids:
+            problems.append(f"{len(ids)} {label}")
+    return problems
 
 
 def remove_index(path: Path) -> None:

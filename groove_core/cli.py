@@ -109,6 +109,8 @@ def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) 
         return
     for path, reason in report.skipped:
         click.echo(f"skipped {path}: {reason}", err=True)
+    for path, warning in report.warnings:
+        click.echo(f"warning {path}: {warning}", err=True)
     click.echo(_summary(report))
 
 
@@ -127,6 +129,67 @@ def _summary(report: Any) -> str:
         work = f"nothing to embed ({report.seconds:.2f} s)"
     index = f"index: {report.documents_total} documents, {report.chunks_total} chunks"
     return f"{files}; {work}; {index}"
+
+
+@click.command("doctor")
+@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@config_option
+@click.option("--repair", is_flag=True, help="Re-index what is inconsistent (or rebuild).")
+@handle_errors
+def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
+    """Check the index of KB for damage; --repair fixes it.
+
+    Checks SQLite's integrity and that documents, chunks, FTS rows and vectors agree one
+    to one. Exit status 0 when healthy (or repaired), 1 when problems remain.
+    """
+    app = _open(kb, config_path)
+    result = app.doctor(repair=repair)
+    for problem in result.problems:
+        click.echo(f"problem: {problem}")
+    if result.healthy:
+        click.echo(f"index {app.index_file} is healthy")
+        return
+    if not repair:
+        click.echo("run 'groove doctor --repair' to fix it", err=True)
+        sys.exit(1)
+    if result.rebuilt:
+        click.echo("the index file was damaged: rebuilt from the knowledge base")
+    elif result.reindexed:
+        click.echo(f"re-indexed {len(result.reindexed)} documents: {', '.join(result.reindexed)}")
+    if result.report is not None:
+        click.echo(_summary(result.report))
+
+
+@click.command("watch")
+@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@config_option
+@click.option(
+    "--interval", type=float, default=1.0, show_default=True, help="Seconds between polls."
+)
+@click.option(
+    "--debounce",
+    type=float,
+    default=0.5,
+    show_default=True,
+    help="Quiet seconds before re-indexing.",
+)
+@handle_errors
+def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: float) -> None:
+    """Keep the index of KB current as files are created, edited, renamed and deleted."""
+    from groove_core.watch import Watcher
+
+    app = _open(kb, config_path)
+    watcher = Watcher(
+        app,
+        interval=interval,
+        debounce=debounce,
+        on_report=lambda report: click.echo(_summary(report)),
+    )
+    click.echo(f"watching {app.kb} (Ctrl-C to stop)", err=True)
+    try:
+        watcher.run()
+    except KeyboardInterrupt:
+        watcher.stop.set()
 
 
 # -- search ------------------------------------------------------------------------------
@@ -302,6 +365,8 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     from groove_core.serve import serve_cmd
 
     cli.add_command(index_cmd)
+    cli.add_command(doctor_cmd)
+    cli.add_command(watch_cmd)
     cli.add_command(build_search_command(plugins))
     cli.add_command(serve_cmd)
     cli.add_command(eval_cmd)

@@ -35,6 +35,7 @@ class IndexReport:
     removed: int = 0
     unchanged: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
     chunks_embedded: int = 0
     chunks_total: int = 0
     documents_total: int = 0
@@ -56,6 +57,7 @@ class IndexReport:
             "removed": self.removed,
             "unchanged": self.unchanged,
             "skipped": [{"path": p, "reason": r} for p, r in self.skipped],
+            "warnings": [{"path": p, "warning": w} for p, w in self.warnings],
             "chunks_embedded": self.chunks_embedded,
             "chunks_total": self.chunks_total,
             "documents_total": self.documents_total,
@@ -137,7 +139,10 @@ def decode_markdown(data: bytes) -> str:
         raise ValueError(f"not valid UTF-8 (byte {err.start})") from None
 
 
-def _new_document(src: SourceFile, text: str, digest: str, max_tokens: int) -> NewDocument:
+def _new_document(
+    src: SourceFile, text: str, digest: str, max_tokens: int
+) -> tuple[NewDocument, tuple[str, ...]]:
+    """The document to write, and the chunker's warnings about it (e.g. bad front matter)."""
     parsed = parse_markdown(text, fallback_title=Path(src.rel).stem, max_tokens=max_tokens)
     chunks = tuple(
         NewChunk(
@@ -155,7 +160,8 @@ def _new_document(src: SourceFile, text: str, digest: str, max_tokens: int) -> N
         )
         for c in parsed.chunks
     )
-    return NewDocument(src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, chunks)
+    doc = NewDocument(src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, chunks)
+    return doc, parsed.warnings
 
 
 def embedding_text(chunk: NewChunk) -> str:
@@ -233,7 +239,8 @@ class Indexer:
             touched.append((src.rel, src.size, src.mtime_ns))
             self.report.unchanged += 1
             return
-        doc = _new_document(src, text, digest, self.config.index.max_chunk_tokens)
+        doc, warnings = _new_document(src, text, digest, self.config.index.max_chunk_tokens)
+        self.report.warnings.extend((src.rel, w) for w in warnings)
         self._pending.append((doc, state is None))
         self._pending_chunks += len(doc.chunks)
         if self._pending_chunks >= self.config.embedder.batch_size:

@@ -95,6 +95,8 @@ class SearchHit:
     tags: tuple[str, ...] = ()
     match_spans: tuple[Span, ...] = ()
     expanded_from: tuple[ExpandedRange, ...] | None = None
+    # The file changed on disk (or vanished) after it was indexed: content may be outdated.
+    stale: bool = False
     # Per-leg ranks and raw scores, for --explain; not part of the JSON output.
     legs: dict[str, tuple[int, float]] = field(default_factory=dict, compare=False)
 
@@ -114,6 +116,8 @@ class SearchHit:
             "tags": list(self.tags),
             "match_spans": [[s.start, s.end] for s in self.match_spans],
         }
+        if self.stale:
+            out["stale"] = True
         if self.expanded_from is not None:
             out["expanded_from"] = [asdict(r) for r in self.expanded_from]
         return out

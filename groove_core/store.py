@@ -192,6 +192,12 @@ class Store:
             ).fetchone()
             if not has_meta:
                 if not allow_empty:
+                    empty = not self.conn.execute("SELECT 1 FROM sqlite_master").fetchone()
+                    if empty:
+                        raise StoreError(
+                            f"the index {self.path} is empty: run 'groove index' (or wait for "
+                            "the index run that is creating it)"
+                        )
                     raise StoreError(f"{self.path} is not a groove index (no meta table)")
                 with self.transaction():
                     self._create_schema()
@@ -514,6 +520,15 @@ class Store:
             out.append(item)
         return out
 
+    def file_states(self, paths: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(size, mtime_ns) recorded for these documents when they were indexed."""
+        rows = self.conn.execute(
+            "SELECT path, size, mtime_ns FROM documents "
+            "WHERE path IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(paths)),),
+        )
+        return {str(r[0]): (int(r[1]), int(r[2])) for r in rows}
+
     def chunk_ids_for_docs(self, doc_ids: Iterable[int]) -> frozenset[int]:
         rows = self.conn.execute(
             "SELECT id FROM chunks WHERE doc_id IN (SELECT value FROM json_each(?))",
@@ -536,6 +551,88 @@ class Store:
         docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
         return {"documents": int(docs), "chunks": int(chunks)}
+
+
+@dataclass(frozen=True)
+class Consistency:
+    """What ``groove doctor`` found: SQLite's own checks and the one-to-one agreements."""
+
+    integrity: tuple[str, ...]  # PRAGMA integrity_check / FTS5 integrity-check messages
+    fts_orphans: frozenset[int]  # FTS rows without a chunk
+    vec_orphans: frozenset[int]  # vectors without a chunk
+    chunks_without_fts: frozenset[int]
+    chunks_without_vec: frozenset[int]
+    chunks_without_doc: frozenset[int]
+
+    @property
+    def ok(self) -> bool:
+        return not (
+            self.integrity
+            or self.fts_orphans
+            or self.vec_orphans
+            or self.chunks_without_fts
+            or self.chunks_without_vec
+            or self.chunks_without_doc
+        )
+
+
+def check_consistency(store: Store) -> Consistency:
+    """Run SQLite's integrity checks and compare documents, chunks, FTS rows and vectors."""
+    conn = store.conn
+    problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+    try:
+        conn.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
+    except _sqlite_errors() as err:
+        problems.append(f"fts_chunks: {err}")
+    chunks = frozenset(int(r[0]) for r in conn.execute("SELECT id FROM chunks"))
+    fts = frozenset(int(r[0]) for r in conn.execute("SELECT rowid FROM fts_chunks"))
+    vec: frozenset[int] = frozenset()
+    if store.has_vectors():
+        vec = frozenset(int(r[0]) for r in conn.execute("SELECT chunk_id FROM vec_chunks"))
+    homeless = frozenset(
+        int(r[0])
+        for r in conn.execute(
+            "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
+        )
+    )
+    return Consistency(
+        integrity=tuple(problems),
+        fts_orphans=fts - chunks,
+        vec_orphans=vec - chunks,
+        chunks_without_fts=chunks - fts,
+        chunks_without_vec=chunks - vec,
+        chunks_without_doc=homeless,
+    )
+
+
+def repair_rows(store: Store, found: Consistency) -> list[str]:
+    """Drop orphan rows and forget documents whose rows disagree, so the next index run
+    re-embeds exactly those documents. Returns the paths it forgot."""
+    damaged = found.chunks_without_fts | found.chunks_without_vec
+    with store.transaction():
+        paths = [
+            str(r[0])
+            for r in store.conn.execute(
+                "SELECT DISTINCT d.path FROM documents d JOIN chunks c ON c.doc_id = d.id "
+                "WHERE c.id IN (SELECT value FROM json_each(?))",
+                (json.dumps(sorted(damaged)),),
+            )
+        ]
+        for path in paths:
+            store._delete_path(path)
+        store.conn.executemany(
+            "DELETE FROM fts_chunks WHERE rowid = ?",
+            [(i,) for i in found.fts_orphans | found.chunks_without_doc],
+        )
+        if store.has_vectors():
+            store.conn.executemany(
+                "DELETE FROM vec_chunks WHERE chunk_id = ?",
+                [(i,) for i in found.vec_orphans | found.chunks_without_doc],
+            )
+        store.conn.executemany(
+            "DELETE FROM chunks WHERE id = ?", [(i,) for i in found.chunks_without_doc]
+        )
+    return sorted(paths)
 
 
 #: version -> function that upgrades a connection from that version to the next one.

@@ -1,0 +1,153 @@
+"""Never a corrupt index: kills at random points, doctor, repair."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from groove_core.app import Groove
+from groove_core.cli import build_cli
+from groove_core.store import Store, check_consistency
+from groove_core.testing import make_kb, open_kb
+
+EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
+KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
+
+
+def _content(index: Path) -> set[tuple[str, str, int, str]]:
+    """Everything a search can return, independent of row ids and timestamps."""
+    store = Store.open(index)
+    rows = store.conn.execute(
+        "SELECT d.path, d.content_hash, c.ordinal, c.content FROM chunks c "
+        "JOIN documents d ON d.id = c.doc_id"
+    )
+    out = {(str(a), str(b), int(c), str(d)) for a, b, c, d in rows}
+    store.close()
+    return out
+
+
+def _corpus(tmp_path: Path, files: int) -> Path:
+    kb = make_kb(tmp_path / "kb", {}, config=KILL_CONFIG)
+    source = sorted((EVALDATA / "jsquad-ja-para" / "docs").glob("*.md"))[:files]
+    assert len(source) == files, "the shared jsquad collection is missing"
+    for path in source:
+        shutil.copy(path, kb / path.name)
+    return kb
+
+
+def _start_index(kb: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "groove_core", "index", str(kb)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> None:
+    files = 1145
+    kb = _corpus(tmp_path, files)
+    expected = _content(open_kb(_corpus(tmp_path / "clean", files)).index_file)
+    index = Groove.open(kb).index_file
+    rng = random.Random(20261129)
+    kills = 0
+    for round_ in range(8):
+        if index.parent.exists():
+            shutil.rmtree(index.parent)
+        proc = _start_index(kb)
+        time.sleep(rng.uniform(0.3, 1.6))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        proc.wait(timeout=60)
+        if index.exists():
+            store = Store.open(index)
+            assert check_consistency(store).ok, f"inconsistent after kill {round_}"
+            store.close()
+        # The next normal run completes and equals a clean build.
+        report = Groove.open(kb).index()
+        assert report.documents_total == files
+        assert _content(index) == expected, f"differs from a clean build after kill {round_}"
+    assert kills >= 4, f"only {kills} runs were still going when killed"
+
+
+def test_doctor_finds_and_repairs_disagreeing_rows(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    expected = _content(app.index_file)
+    assert app.doctor().healthy
+    conn = app.store.conn
+    victim = conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 1").fetchone()[0]
+    conn.execute("DELETE FROM vec_chunks WHERE chunk_id = ?", (victim,))
+    conn.execute(
+        "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (9999, 'x', 'y', 'z')"
+    )
+    app.close()
+    runner = CliRunner()
+    result = runner.invoke(build_cli(None), ["doctor", str(notes_kb)])
+    assert result.exit_code == 1
+    assert "1 FTS rows without a chunk" in result.output
+    assert "1 chunks without a vector" in result.output
+    result = runner.invoke(build_cli(None), ["doctor", str(notes_kb), "--repair"])
+    assert result.exit_code == 0, result.output
+    assert "re-indexed 1 documents" in result.output
+    assert Groove.open(notes_kb).doctor().healthy
+    assert _content(app.index_file) == expected
+
+
+def test_doctor_rebuilds_a_damaged_file(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    expected = _content(app.index_file)
+    app.close()
+    data = bytearray(app.index_file.read_bytes())
+    data[:100] = b"\x00" * 100  # destroy the header
+    app.index_file.write_bytes(bytes(data))
+    result = app.doctor()
+    assert not result.healthy
+    repaired = app.doctor(repair=True)
+    assert repaired.rebuilt
+    assert _content(app.index_file) == expected
+
+
+def test_read_only_index_folder_is_a_clear_error(notes_kb: Path) -> None:
+    if os.geteuid() == 0:
+        # root ignores permission bits: make the index path a file to block the folder.
+        config = '[embedder]\nname = "hashing"\n[index]\npath = "blocker/index.sqlite"\n'
+        (notes_kb / "groove.toml").write_text(config, encoding="utf-8")
+        (notes_kb / "blocker").write_text("a file where the folder should be")
+    else:
+        (notes_kb / ".groove").mkdir()
+        (notes_kb / ".groove").chmod(0o500)
+    result = CliRunner().invoke(build_cli(None), ["index", str(notes_kb)])
+    assert result.exit_code == 1
+    assert "cannot create the index folder" in result.output or "cannot open" in result.output
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("unclosed-fence.md", "# Code\n\n```python\nprint('never closed')\n" * 50),
+        ("nested.md", "".join("  " * i + "- item\n" for i in range(200)) + "> " * 100 + "deep"),
+        ("table.md", "| a | b |\n|---|---|\n" + "| cell | cell |\n" * 20000),
+        ("bad-yaml.md", "---\ntitle: [unclosed\n---\n# Body\n\ntext\n"),
+        ("cr-only.md", "# Old Mac\r\rline one\rline two\r"),
+    ],
+)
+def test_messy_markdown_is_indexed(tmp_path: Path, name: str, body: str) -> None:
+    kb = make_kb(tmp_path / "kb", {name: body})
+    report = Groove.open(kb).index()
+    assert report.added == 1 and not report.skipped
+    store = Store.open(Groove.open(kb).index_file)
+    assert check_consistency(store).ok
+    if name == "bad-yaml.md":
+        assert report.warnings and "YAML" in report.warnings[0][1]

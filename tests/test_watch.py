@@ -1,0 +1,89 @@
+"""Live index: the watcher follows creates, edits, renames and deletes; stale hits say so."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from groove_core.app import Groove
+from groove_core.store import StoreError
+from groove_core.testing import make_kb, open_kb
+from groove_core.watch import Watcher
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached in time")
+
+
+def _paths(kb: Path) -> set[str]:
+    app = Groove.open(kb)
+    try:
+        return {d["path"] for d in app.store.documents()}
+    except StoreError:  # the watcher's first run may still be creating the index
+        return set()
+    finally:
+        app.close()
+
+
+def _contents(kb: Path) -> str:
+    app = Groove.open(kb)
+    try:
+        rows = app.store.conn.execute("SELECT content FROM chunks").fetchall()
+        return "\n".join(r[0] for r in rows)
+    finally:
+        app.close()
+
+
+def test_watcher_follows_create_edit_rename_delete(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    watcher = Watcher(Groove.open(kb), interval=0.05, debounce=0.1)
+    thread = watcher.start()
+    try:
+        _wait_for(lambda: _paths(kb) == {"a.md"})
+        (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+        _wait_for(lambda: _paths(kb) == {"a.md", "b.md"})
+        (kb / "b.md").rename(kb / "c.md")
+        _wait_for(lambda: _paths(kb) == {"a.md", "c.md"})
+        (kb / "a.md").write_text("# A\n\nzebra crossing\n", encoding="utf-8")
+        _wait_for(lambda: "zebra" in _contents(kb))
+        (kb / "c.md").unlink()
+        _wait_for(lambda: _paths(kb) == {"a.md"})
+    finally:
+        watcher.stop.set()
+        thread.join(timeout=10)
+    assert not thread.is_alive()
+
+
+def test_a_burst_of_saves_is_one_reindex(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    watcher = Watcher(Groove.open(kb), interval=0.05, debounce=0.4)
+    thread = watcher.start()
+    try:
+        _wait_for(lambda: watcher.runs == 1)
+        for i in range(6):
+            (kb / "a.md").write_text(f"# A\n\nversion {i}\n", encoding="utf-8")
+            time.sleep(0.05)
+        _wait_for(lambda: watcher.runs == 2)
+        time.sleep(0.6)
+        assert watcher.runs == 2
+    finally:
+        watcher.stop.set()
+        thread.join(timeout=10)
+
+
+def test_hits_whose_file_changed_after_indexing_are_marked_stale(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha beta\n", "b.md": "# B\n\nalpha\n"})
+    app = open_kb(kb)
+    fresh = app.search("alpha", limit=2)
+    assert not any(h.stale for h in fresh.results)
+    assert all("stale" not in h for h in fresh.to_json()["results"])
+    (kb / "a.md").write_text("# A\n\nalpha beta gamma\n", encoding="utf-8")
+    (kb / "b.md").unlink()
+    stale = {h.path: h.stale for h in app.search("alpha", limit=2).results}
+    assert stale == {"a.md": True, "b.md": True}
