@@ -269,12 +269,16 @@ def _add_option(command: click.Command, option: SearchOption) -> None:
 
 
 def build_search_command(plugins: Plugins | None) -> click.Command:
-    # ignore_unknown_options: a query such as "-draft notes" is text, not a flag.
-    @click.command("search", context_settings={"ignore_unknown_options": True})
+    # A query such as `rust -async` is text, not flags: unknown options stay in QUERY, and
+    # the command has no short options (click would read "-async" as "-a -s -y -n c").
+    @click.command(
+        "search",
+        context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]},
+    )
     @click.argument("query", nargs=-1, required=True)
     @kb_option
     @config_option
-    @click.option("--limit", "-n", type=int, default=None, help="Number of results (default 10).")
+    @click.option("--limit", type=int, default=None, help="Number of results (default 10).")
     @click.option("--path", "path_glob", default=None, help="Only files matching this glob.")
     @click.option("--tag", "tags", multiple=True, help="Only files with this front-matter tag.")
     @click.option(
@@ -393,6 +397,19 @@ def _startup_plugins() -> Plugins | None:
         return None
 
 
+def configure_logging() -> None:
+    """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport."""
+    import logging
+
+    import structlog
+
+    structlog.configure(
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
+    configure_logging()
     cli = build_cli(_startup_plugins())
     cli.main(args=argv, prog_name="groove")

@@ -23,7 +23,9 @@ def test_index_then_search_json(notes_kb: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "4 added, 0 changed, 0 removed, 0 unchanged" in result.output
     assert "chunks/s" in result.output
-    result = _run("search", "reciprocal rank fusion", "--kb", str(notes_kb), "--json", "-n", "2")
+    result = _run(
+        "search", "reciprocal rank fusion", "--kb", str(notes_kb), "--json", "--limit", "2"
+    )
     payload = json.loads(result.output)
     assert set(payload) == {"results", "low_confidence", "filter_applied"}
     assert payload["results"][0]["path"] == "guide/search.md"
@@ -80,3 +82,24 @@ def test_python_dash_m_works(notes_kb: Path) -> None:
         check=True,
     )
     assert "groove" in out.stdout
+
+
+def test_unquoted_exclusions_and_dash_words_are_query_text(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    result = _run("search", "rust", "-async", "--kb", str(notes_kb), "--explain", "--limit", "2")
+    assert result.exit_code == 0, result.output
+    assert "negatives:  ['async']" in result.output
+    result = _run("search", "-hash", "ownership", "--kb", str(notes_kb), "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["results"]
+
+
+def test_logs_never_reach_stdout(notes_kb: Path) -> None:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    code = (
+        "import structlog; from groove_core.cli import configure_logging; "
+        "configure_logging(); structlog.get_logger().warning('to stderr')"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    assert out.stdout == ""
+    assert "to stderr" in out.stderr

@@ -1,0 +1,87 @@
+"""The ``parent`` plugin: stage 4 of the pipeline, parent-retriever expansion.
+
+Registered through the ``groove`` entry point ``parent``; configured by
+``[search.parent_retriever]``. It only rewrites the content of hits already chosen: it never
+asks for a wider pool and never reorders, so recall, MRR and nDCG cannot move. Inactive
+(config off and no ``--parent``), the stage returns ``None`` and the output is
+bit-identical to a groove without this plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from groove_core.context import SearchOption
+from groove_core.hookspecs import hookimpl
+from groove_core.query import QueryError
+from groove_parent.expand import Piece, expand, pieces
+
+if TYPE_CHECKING:
+    from groove_core.context import QueryContext
+    from groove_core.models import SearchHit
+
+NAME = "parent"
+
+
+def is_active(ctx: QueryContext) -> bool:
+    """The per-query ``parent`` option when given, else ``[search.parent_retriever] enabled``."""
+    given: Any = ctx.options.get(NAME)
+    if given is None:
+        return ctx.config.search.parent_retriever.enabled
+    if not isinstance(given, bool):
+        raise QueryError(f"option {NAME!r} must be true or false, got {given!r}")
+    return given
+
+
+@hookimpl
+def groove_search_options() -> list[SearchOption]:
+    return [
+        SearchOption(
+            NAME,
+            "bool",
+            "Expand small hits with their document or sibling sections for this query "
+            "(overrides [search.parent_retriever] enabled).",
+        )
+    ]
+
+
+@hookimpl
+def groove_expand(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
+    if not is_active(ctx):
+        return None
+    settings = ctx.config.search.parent_retriever
+    docs: dict[int, list[Piece]] = {}
+    out = []
+    for hit in hits:
+        if hit.doc_id not in docs:
+            docs[hit.doc_id] = _document(ctx, hit.doc_id)
+        out.append(
+            _expanded(
+                hit,
+                docs[hit.doc_id],
+                whole_doc_threshold=settings.whole_doc_threshold_tokens,
+                cap=settings.max_expanded_tokens,
+            )
+        )
+    return out
+
+
+def _document(ctx: QueryContext, doc_id: int) -> list[Piece]:
+    """A document's chunks in order, read once per query however many hits it has."""
+    rows = ctx.store.document_chunks(doc_id)
+    details = ctx.store.chunk_rows([r["chunk_id"] for r in rows])
+    return pieces(rows, {cid: row["heading_path"] for cid, row in details.items()})
+
+
+def _expanded(hit: SearchHit, doc: list[Piece], *, whole_doc_threshold: int, cap: int) -> SearchHit:
+    """The hit with merged content and ``expanded_from``, or the hit itself when nothing
+    fits (score, rank, path and line range always stay those of the matched chunk)."""
+    index = next((i for i, p in enumerate(doc) if p.chunk_id == hit.chunk_id), None)
+    if index is None:  # the chunk left the index between fusion and now
+        return hit
+    merged = expand(doc, index, whole_doc_threshold=whole_doc_threshold, cap=cap)
+    if merged is None:
+        return hit
+    content, ranges = merged
+    return replace(hit, content=content, expanded_from=ranges)
