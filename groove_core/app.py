@@ -135,17 +135,18 @@ class Groove:
         from groove_core.pipeline import build_context, run
 
         filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
-        ctx = build_context(
-            self.plugins,
-            self.store,
-            self.embedder,
-            query,
-            limit=self.config.search.default_limit if limit is None else limit,
-            filters=filters,
-            options=options or {},
-        )
-        response, legs = run(ctx, self.plugins)
-        return self._mark_stale(response), legs, ctx
+        with self.store.snapshot():
+            ctx = build_context(
+                self.plugins,
+                self.store,
+                self.embedder,
+                query,
+                limit=self.config.search.default_limit if limit is None else limit,
+                filters=filters,
+                options=options or {},
+            )
+            response, legs = run(ctx, self.plugins)
+            return self._mark_stale(response), legs, ctx
 
     def _mark_stale(self, response: SearchResponse) -> SearchResponse:
         """Flag hits whose file changed on disk after indexing (one stat per hit)."""

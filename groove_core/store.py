@@ -246,6 +246,19 @@ class Store:
             raise
         self.conn.execute("COMMIT")
 
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """One read transaction: every statement inside sees the same committed state, so
+        a search running while an index run commits never mixes two versions of a file."""
+        if self.conn.in_transaction:
+            yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+        finally:
+            self.conn.execute("COMMIT")
+
     # -- meta and embedder identity --------------------------------------------------------
 
     def get_meta(self, key: str) -> str | None:
