@@ -16,11 +16,40 @@ from pathlib import Path
 from groove_core.query import parse_query
 from groove_core.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
 
-WORDS = (
-    "alpha bravo charlie delta echoes foxtrot golfer hotel india juliet kilos limas mikes "
-    "novembers oscar papas quebec romeo sierra tango uniform victor whiskey xrays yankee "
-    "zulus amber basil cedar dunes ember fjord"
-).split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echoes",
+    "foxtrot",
+    "golfer",
+    "hotel",
+    "india",
+    "juliet",
+    "kilos",
+    "limas",
+    "mikes",
+    "novembers",
+    "oscar",
+    "papas",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xrays",
+    "yankee",
+    "zulus",
+    "amber",
+    "basil",
+    "cedar",
+    "dunes",
+    "ember",
+    "fjord",
+]
 
 
 def best_ms(store: Store, sql: str, params: tuple[object, ...]) -> float:

@@ -1,0 +1,195 @@
+"""Indexing and query cost at a given KB size, with the real default embedder.
+
+    .venv/bin/python bench/scale.py 1000 10000 100000 [--root /tmp/groove-bench]
+
+For each size: builds a synthetic KB from real text (bench/corpus.py), indexes it in a
+subprocess (whole-run vs. embedder-only chunks/s, peak RSS), re-indexes with nothing and
+with 1% changed, then measures warm in-process search per leg and end to end (median and
+p95 over real golden queries, Japanese and English), with and without the MMR and parent
+plugins, plus start-up times. Prints Markdown tables and writes bench/results/<size>.json.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import corpus
+
+from groove_core.app import Groove
+from groove_core.fusion import rrf
+from groove_core.models import SearchFilters
+from groove_core.pipeline import build_context, hits_for
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def groove(*args: str) -> tuple[float, str]:
+    started = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "groove_core", *args],
+        capture_output=True,
+        text=True,
+        env=ENV,
+        check=True,
+    )
+    return time.perf_counter() - started, proc.stdout
+
+
+def percentiles(samples: list[float]) -> dict[str, float]:
+    ordered = sorted(samples)
+    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+    return {"p50_ms": statistics.median(ordered) * 1000, "p95_ms": p95 * 1000}
+
+
+def queries(limit: int = 100) -> list[str]:
+    out = []
+    for collection in ("jsquad-ja-para", "xquad-en-para"):
+        path = corpus.EVALDATA / collection / "golden.jsonl"
+        lines = path.read_text(encoding="utf-8").splitlines()[:limit]
+        out += [json.loads(line)["query"] for line in lines]
+    return out
+
+
+def measure_index(kb: Path) -> dict[str, Any]:
+    index_dir = kb / ".groove"
+    if index_dir.exists():
+        for child in index_dir.iterdir():
+            child.unlink()
+    wall, out = groove("index", str(kb), "--json")
+    report = json.loads(out)
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    size = (index_dir / "index.sqlite").stat().st_size
+    return {
+        "wall_s": wall,
+        "chunks": report["chunks_total"],
+        "documents": report["documents_total"],
+        "chunks_per_s": report["chunks_per_second"],
+        "embed_chunks_per_s": report["embed_chunks_per_second"],
+        "overhead": report["embed_chunks_per_second"] / report["chunks_per_second"] - 1,
+        "peak_rss_mib_max_of_children": rss_kib / 1024,
+        "index_mib": size / 2**20,
+        "index_kib_per_1k_chunks": size / 1024 / (report["chunks_total"] / 1000),
+    }
+
+
+def measure_reindex(kb: Path) -> dict[str, float]:
+    unchanged, _ = groove("index", str(kb), "--json")
+    files = sorted(kb.rglob("note*.md"))
+    for path in files[::100]:  # 1% of the files
+        with path.open("a", encoding="utf-8") as f:
+            f.write("\nAppended during the incremental benchmark.\n")
+    changed, out = groove("index", str(kb), "--json")
+    return {
+        "unchanged_s": unchanged,
+        "one_percent_changed_s": changed,
+        "changed_files": json.loads(out)["changed"],
+    }
+
+
+def time_query(app: Groove, q: str) -> dict[str, float]:
+    """Seconds spent in each part of one search, then the whole search end to end."""
+    store, embedder, plugins = app.store, app.embedder, app.plugins
+    fusion = app.config.search.fusion
+    weights = (fusion.heading, fusion.context, fusion.content)
+    ctx = build_context(plugins, store, embedder, q, limit=10, filters=SearchFilters(), options={})
+    out: dict[str, float] = {}
+    started = time.perf_counter()
+    vector = embedder.embed_query(ctx.query.embed_text)
+    out["embed"] = time.perf_counter() - started
+    started = time.perf_counter()
+    store.vector_search(vector, ctx.leg_size)
+    out["knn"] = time.perf_counter() - started
+    started = time.perf_counter()
+    if ctx.query.match_expr:
+        store.fts_search(ctx.query.match_expr, weights, ctx.leg_size)
+    out["fts"] = time.perf_counter() - started
+    results = plugins.candidates(ctx)
+    started = time.perf_counter()
+    hits = hits_for(store, rrf(results, fusion.rrf_k, ctx.pool_size))
+    out["fuse"] = time.perf_counter() - started
+    started = time.perf_counter()
+    plugins.highlight(ctx, hits[: ctx.limit])
+    out["highlight"] = time.perf_counter() - started
+    started = time.perf_counter()
+    app.search(q, limit=10)
+    out["end_to_end"] = time.perf_counter() - started
+    return out
+
+
+def measure_search(kb: Path, qs: list[str]) -> dict[str, Any]:
+    app = Groove.open(kb)
+    app.search("warm up the model and the page cache", limit=10)
+    samples = [time_query(app, q) for q in qs]
+    parts = ("embed", "knn", "fts", "fuse", "highlight", "end_to_end")
+    out: dict[str, Any] = {p: percentiles([s[p] for s in samples]) for p in parts}
+    leg_sum = sum(statistics.median(s[p] for s in samples) for p in ("embed", "knn", "fts"))
+    out["glue_over_legs"] = statistics.median(s["end_to_end"] for s in samples) / leg_sum - 1
+    for stage in ("mmr", "parent"):
+        if any(o.name == stage for o in app.plugins.search_options()):
+            out[f"end_to_end_{stage}"] = percentiles(
+                [timed_search(app, q, {stage: True}) for q in qs]
+            )
+    return out
+
+
+def timed_search(app: Groove, q: str, options: dict[str, Any]) -> float:
+    started = time.perf_counter()
+    app.search(q, limit=10, options=options)
+    return time.perf_counter() - started
+
+
+def measure_startup(kb: Path) -> dict[str, float]:
+    bare = []
+    for _ in range(5):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", "pass"], check=True)
+        bare.append(time.perf_counter() - started)
+    helps = [groove("--help")[0] for _ in range(5)]
+    first = [groove("search", "検索の評価", "--kb", str(kb))[0] for _ in range(3)]
+    return {
+        "bare_python_s": statistics.median(bare),
+        "help_s": statistics.median(helps),
+        "help_above_bare_s": statistics.median(helps) - statistics.median(bare),
+        "first_search_s": statistics.median(first),
+    }
+
+
+def main() -> None:
+    args = sys.argv[1:]
+    root = Path("/tmp/groove-bench")
+    if "--root" in args:
+        i = args.index("--root")
+        root = Path(args[i + 1])
+        del args[i : i + 2]
+    qs = queries()
+    RESULTS.mkdir(exist_ok=True)
+    for size in [int(a) for a in args]:
+        kb = root / str(size)
+        corpus.write(size, kb)
+        result = {
+            "size": size,
+            "machine": f"{os.cpu_count()} CPU {platform.machine()} {platform.processor()}",
+            "index": measure_index(kb),
+        }
+        result["reindex"] = measure_reindex(kb)
+        groove("index", str(kb))
+        result["search"] = measure_search(kb, qs)
+        result["startup"] = measure_startup(kb)
+        (RESULTS / f"{size}.json").write_text(json.dumps(result, indent=2))
+        print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()

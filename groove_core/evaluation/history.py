@@ -1,0 +1,250 @@
+"""``<kb>/.groove-eval-history.json``: every eval run, comparable over time.
+
+Each run records a ConfigFingerprint (every setting that can change a ranking), the state
+of the corpus, the mean metrics with their intervals, and each query's metrics (rounded,
+keyed by query) so that a later run can be compared query by query with a paired test.
+The file is rewritten atomically (temp file + rename), so an interrupted run never leaves
+half a file; a file that cannot be parsed is set aside with a warning, never fatal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groove_core.evaluation.metrics import METRIC_NAMES, PairedComparison, paired_test
+
+if TYPE_CHECKING:
+    from groove_core.config import GrooveConfig
+    from groove_core.evaluation.golden import GoldenSet
+    from groove_core.evaluation.runner import Outcomes
+    from groove_core.plugins import Plugins
+    from groove_core.store import Store
+
+HISTORY_FILENAME = ".groove-eval-history.json"
+HISTORY_VERSION = 1
+#: Oldest runs are dropped past this many, so the file stays small enough to rewrite.
+MAX_RUNS = 500
+
+Warn = Callable[[str], None]
+
+
+def fingerprint(
+    config: GrooveConfig,
+    plugins: Plugins,
+    embedder_identity: str,
+    golden: GoldenSet,
+    *,
+    stage: str,
+    limit: int,
+    variant: str = "default",
+) -> dict[str, Any]:
+    """The settings that change results, flat (``section.key`` -> value) for diffing."""
+    from groove_core import __version__
+    from groove_core.store import SCHEMA_VERSION
+
+    fusion = config.search.fusion
+    enabled = sorted(i.name for i in plugins.infos if i.status == "enabled")
+    versions = {i.name: i.version for i in plugins.infos if i.status == "enabled"}
+    out: dict[str, Any] = {
+        "variant": variant,
+        "stage": stage,
+        "limit": limit,
+        "embedder": embedder_identity,
+        "fusion.rrf_k": fusion.rrf_k,
+        "fusion.weights": [fusion.heading, fusion.context, fusion.content],
+        "fusion.candidates": fusion.candidates,
+        "plugins.enabled": enabled,
+        "plugins.versions": versions,
+        "index.schema_version": SCHEMA_VERSION,
+        "index.max_chunk_tokens": config.index.max_chunk_tokens,
+        "golden.sha256": golden.sha256,
+        "groove.version": __version__,
+    }
+    if stage == "full":
+        out.update(_stage_settings(config))
+    return out
+
+
+def _stage_settings(config: GrooveConfig) -> dict[str, Any]:
+    """Only the full pipeline depends on the optional stages' knobs."""
+    mmr, parent = config.search.mmr, config.search.parent_retriever
+    out: dict[str, Any] = {
+        "reranker": config.reranker,
+        "rerank_by_default": config.rerank_by_default,
+        "mmr.enabled": mmr.enabled,
+        "parent.enabled": parent.enabled,
+    }
+    if mmr.enabled:
+        out.update({"mmr.lambda": mmr.lambda_, "mmr.same_doc_penalty": mmr.same_doc_penalty})
+    if parent.enabled:
+        out.update(
+            {
+                "parent.whole_doc_threshold_tokens": parent.whole_doc_threshold_tokens,
+                "parent.max_expanded_tokens": parent.max_expanded_tokens,
+            }
+        )
+    for name, section in sorted(config.plugin.items()):
+        out[f"plugin.{name}"] = section
+    return out
+
+
+def corpus_state(store: Store) -> dict[str, Any]:
+    """Documents, chunks, and one hash over every (path, content hash) pair."""
+    states = store.doc_states()
+    digest = hashlib.sha256()
+    for path in sorted(states):
+        digest.update(f"{path}\0{states[path].content_hash}\n".encode())
+    return {**store.counts(), "content_sha256": digest.hexdigest()[:16]}
+
+
+def run_record(
+    *,
+    kb: Path,
+    golden: GoldenSet,
+    fp: Mapping[str, Any],
+    corpus: Mapping[str, Any],
+    outcomes: Outcomes,
+    summary: Mapping[str, Any],
+) -> dict[str, Any]:
+    """One history entry; per-query metrics as parallel lists keyed by ``queries``."""
+    items = outcomes.items
+    return {
+        "timestamp": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "golden": {"path": str(golden.path), "sha256": golden.sha256},
+        "fingerprint": dict(fp),
+        "corpus": dict(corpus),
+        "n": len(items),
+        "errors": len(outcomes.errors),
+        "metrics": dict(summary),
+        "queries": [o.key for o in items],
+        "per_query": {m: [round(o.metrics[m], 4) for o in items] for m in METRIC_NAMES},
+    }
+
+
+def history_path(kb: Path) -> Path:
+    return kb / HISTORY_FILENAME
+
+
+def load_history(path: Path, warn: Warn) -> list[dict[str, Any]]:
+    """The recorded runs, oldest first; a missing file is empty, a corrupt one is moved
+    aside (``.corrupt``) with a warning so the next write does not destroy it."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return []
+    except (OSError, UnicodeDecodeError) as err:
+        warn(f"cannot read eval history {path} ({err}); starting a new one")
+        return []
+    try:
+        data = json.loads(text)
+        runs = data["runs"]
+        if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+            raise TypeError("runs is not a list of objects")
+    except (ValueError, KeyError, TypeError) as err:
+        backup = path.with_name(path.name + ".corrupt")
+        warn(f"eval history {path} is corrupt ({err}); moved it to {backup.name}")
+        with contextlib.suppress(OSError):  # unreadable backups are not worth failing on
+            os.replace(path, backup)
+        return []
+    return runs
+
+
+def append_run(path: Path, record: Mapping[str, Any], warn: Warn) -> list[dict[str, Any]]:
+    """Append ``record`` and rewrite the file atomically; returns the runs before it."""
+    runs = load_history(path, warn)
+    kept = [*runs, dict(record)][-MAX_RUNS:]
+    payload = json.dumps({"version": HISTORY_VERSION, "runs": kept}, ensure_ascii=False)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(payload)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+    except OSError as err:
+        warn(f"cannot write eval history {path}: {err}")
+    return runs
+
+
+def previous_run(
+    runs: Sequence[Mapping[str, Any]], record: Mapping[str, Any]
+) -> Mapping[str, Any] | None:
+    """The latest earlier run on the same golden file (same content hash) and variant."""
+    sha = record["golden"]["sha256"]
+    variant = record["fingerprint"].get("variant")
+    for run in reversed(runs):
+        try:
+            if run["golden"]["sha256"] == sha and run["fingerprint"].get("variant") == variant:
+                found: Mapping[str, Any] = run
+                return found
+        except (KeyError, TypeError, AttributeError):
+            continue
+    return None
+
+
+def fingerprint_diff(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """Human lines naming every setting that differs: ``fusion.rrf_k: 60.0 -> 30.0``."""
+    lines = []
+    for key in sorted(set(old) | set(new)):
+        if old.get(key) != new.get(key):
+            lines.append(
+                f"{key}: {_short(old.get(key, '(absent)'))} -> {_short(new.get(key, '(absent)'))}"
+            )
+    return lines
+
+
+def _short(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass(frozen=True)
+class Delta:
+    """Change of each metric against a previous run, over the queries both share."""
+
+    previous: Mapping[str, Any]
+    changes: dict[str, PairedComparison]
+    differences: list[str]
+    corpus_changed: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "previous_timestamp": self.previous.get("timestamp"),
+            "metrics": {m: c.to_json() for m, c in self.changes.items()},
+            "fingerprint_differences": self.differences,
+            "corpus_changed": self.corpus_changed,
+        }
+
+
+def compare(previous: Mapping[str, Any], record: Mapping[str, Any], *, seed: int) -> Delta | None:
+    """Paired comparison of ``record`` against ``previous`` on their common queries."""
+    try:
+        old_index = {k: i for i, k in enumerate(previous["queries"])}
+        old_values = previous["per_query"]
+    except (KeyError, TypeError):
+        return None
+    shared = [(i, old_index[k]) for i, k in enumerate(record["queries"]) if k in old_index]
+    changes = {}
+    for metric in METRIC_NAMES:
+        if metric not in old_values:
+            continue
+        new = [record["per_query"][metric][i] for i, _ in shared]
+        old = [old_values[metric][j] for _, j in shared]
+        changes[metric] = paired_test(new, old, seed=seed)
+    return Delta(
+        previous,
+        changes,
+        fingerprint_diff(previous.get("fingerprint", {}), record["fingerprint"]),
+        previous.get("corpus") != record["corpus"],
+    )

@@ -1,0 +1,223 @@
+"""Run golden queries through the pipeline (stage 1 or every stage) and score them.
+
+Both stages are measured on the same thing a user receives: the top ``limit`` chunks
+(10 by default), collapsed to documents. Stage 1 is the fused RRF list before rerank,
+diversify and expand; ``full`` is the response of every enabled stage. Measuring both at
+the same depth keeps them comparable: MMR's gain (more distinct documents in 10 chunks)
+would vanish if stage 1 were scored on a deeper list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+
+from groove_core.evaluation.golden import ResolvedQuery
+from groove_core.evaluation.metrics import (
+    METRIC_NAMES,
+    RankedDoc,
+    documents_in_order,
+    first_relevant_rank,
+    query_metrics,
+)
+
+if TYPE_CHECKING:
+    from groove_core.config import GrooveConfig
+    from groove_core.context import QueryContext
+    from groove_core.embedding import Embedder
+    from groove_core.models import LegResult
+    from groove_core.plugins import Plugins
+    from groove_core.store import Store
+
+Stage = Literal["candidates", "full"]
+Progress = Callable[[int], None]
+
+
+class CachedEmbedder:
+    """Wraps an embedder so that each distinct query is embedded once per eval command.
+
+    Embedding is the cost of a query (FTS and KNN take milliseconds); ablation and tuning
+    re-run the same queries many times, so the vectors are kept by text.
+    """
+
+    def __init__(self, inner: Embedder) -> None:
+        self._inner = inner
+        self._cache: dict[str, np.ndarray] = {}
+
+    @property
+    def identity(self) -> str:
+        return self._inner.identity
+
+    @property
+    def dim(self) -> int:
+        return self._inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        if text not in self._cache:
+            self._cache[text] = self._inner.embed_query(text)
+        return self._cache[text]
+
+
+@dataclass(frozen=True)
+class QueryOutcome:
+    """What one golden query got: its ranked documents, metrics, or why it failed."""
+
+    key: str
+    query: str
+    docs: tuple[RankedDoc, ...]
+    metrics: dict[str, float]
+    first_rank: int | None
+    relevant: int
+    error: str | None = None
+    missing: tuple[str, ...] = ()
+
+
+@dataclass
+class Outcomes:
+    """Every query's outcome for one configuration."""
+
+    items: list[QueryOutcome] = field(default_factory=list)
+
+    def values(self, metric: str) -> list[float]:
+        return [o.metrics[metric] for o in self.items]
+
+    @property
+    def errors(self) -> list[QueryOutcome]:
+        return [o for o in self.items if o.error is not None]
+
+
+def score(query: ResolvedQuery, hits: Sequence[tuple[str, float]]) -> QueryOutcome:
+    """Score one query's chunk list (path, score), best first."""
+    docs = tuple(documents_in_order(hits))
+    golden = query.golden
+    if not query.grades:
+        # No expected document is in the index: a miss the report names (not a crash).
+        zeros = dict.fromkeys(METRIC_NAMES, 0.0)
+        return QueryOutcome(golden.key, golden.query, docs, zeros, None, 0, None, query.missing)
+    return QueryOutcome(
+        golden.key,
+        golden.query,
+        docs,
+        query_metrics(docs, query.grades),
+        first_relevant_rank(docs, query.grades),
+        len(query.grades),
+        None,
+        query.missing,
+    )
+
+
+def failed(query: ResolvedQuery, error: str) -> QueryOutcome:
+    """A query the query language rejects: counted as a miss, reported by the caller."""
+    zeros = dict.fromkeys(METRIC_NAMES, 0.0)
+    golden = query.golden
+    return QueryOutcome(golden.key, golden.query, (), zeros, None, len(query.grades), error)
+
+
+@dataclass
+class Searcher:
+    """One configuration's view of an index: its plugins over a shared store and embedder."""
+
+    plugins: Plugins
+    store: Store
+    embedder: Embedder
+    _paths: dict[int, str] = field(default_factory=dict)
+
+    @property
+    def config(self) -> GrooveConfig:
+        return self.plugins.config
+
+    def context(self, query: str, limit: int) -> QueryContext:
+        from groove_core.models import SearchFilters
+        from groove_core.pipeline import build_context
+
+        return build_context(
+            self.plugins,
+            self.store,
+            self.embedder,
+            query,
+            limit=limit,
+            filters=SearchFilters(),
+            options={},
+        )
+
+    def paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
+        """Chunk id -> document path, remembered across queries."""
+        wanted = [c for c in chunk_ids if c not in self._paths]
+        if wanted:
+            for cid, row in self.store.chunk_rows(wanted).items():
+                self._paths[cid] = row["path"]
+        return {c: self._paths[c] for c in chunk_ids if c in self._paths}
+
+    def fused(self, legs: Sequence[LegResult], k: float, limit: int) -> list[tuple[str, float]]:
+        """RRF of ``legs`` cut to ``limit`` chunks, as (path, score)."""
+        from groove_core.fusion import rrf
+
+        fused = rrf(legs, k, limit)
+        paths = self.paths([f.chunk_id for f in fused])
+        return [(paths[f.chunk_id], f.score) for f in fused if f.chunk_id in paths]
+
+    def candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
+        """Stage 1: the fused list before any optional stage, top ``limit`` chunks."""
+        ctx = self.context(query, limit)
+        legs = self.plugins.candidates(ctx)
+        return self.fused(legs, self.config.search.fusion.rrf_k, limit)
+
+    def full(self, query: str, limit: int) -> list[tuple[str, float]]:
+        """Every enabled stage: exactly what ``groove search`` returns."""
+        from groove_core.pipeline import run
+
+        response, _ = run(self.context(query, limit), self.plugins)
+        return [(h.path, h.score) for h in response.results]
+
+
+def run_golden(
+    searcher: Searcher,
+    queries: Sequence[ResolvedQuery],
+    *,
+    stage: Stage,
+    limit: int,
+    progress: Progress | None = None,
+) -> Outcomes:
+    """Run every query verbatim (exclusion syntax included) and score it."""
+    from groove_core.query import QueryError
+
+    search = searcher.candidates if stage == "candidates" else searcher.full
+    out = Outcomes()
+    for query in queries:
+        try:
+            hits = search(query.golden.query, limit)
+        except QueryError as err:
+            out.items.append(failed(query, str(err)))
+        else:
+            out.items.append(score(query, hits))
+        if progress is not None:
+            progress(1)
+    return out
+
+
+def make_searcher(config: GrooveConfig, store: Store, embedder: Embedder) -> Searcher:
+    """A searcher for ``config`` (e.g. one leg disabled) over an already open index."""
+    from groove_core.plugins import make_plugin_manager
+
+    return Searcher(make_plugin_manager(config), store, embedder)
+
+
+def with_changes(config: GrooveConfig, changes: dict[str, Any]) -> GrooveConfig:
+    """A copy of ``config`` with dotted keys replaced (``{"search.fusion.rrf_k": 30}``),
+    validated like the file itself so a bad value is a ConfigError, not a silent typo."""
+    from groove_core.config import parse_config
+
+    data = config.model_dump(by_alias=True, exclude={"source"})
+    for dotted, value in changes.items():
+        node = data
+        *parents, leaf = dotted.split(".")
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[leaf] = value
+    return parse_config(data, config.source or "<eval>")

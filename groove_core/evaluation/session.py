@@ -1,0 +1,175 @@
+"""One eval command's state: the KB, its index, the golden set, and the variants to run.
+
+The store and the (caching) embedder are opened once and shared by every variant, so an
+ablation or a tuning grid embeds each query exactly once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from groove_core.evaluation.golden import (
+    GoldenError,
+    GoldenSet,
+    ResolvedQuery,
+    load_golden,
+    resolve,
+)
+from groove_core.evaluation.metrics import DEFAULT_SEED, METRIC_NAMES, Estimate, bootstrap
+from groove_core.evaluation.runner import (
+    CachedEmbedder,
+    Outcomes,
+    Progress,
+    Searcher,
+    Stage,
+    make_searcher,
+    run_golden,
+    with_changes,
+)
+
+if TYPE_CHECKING:
+    from groove_core.app import Groove
+    from groove_core.config import GrooveConfig
+
+DEFAULT_GOLDEN = "golden.jsonl"
+
+
+def summarize(outcomes: Outcomes, seed: int = DEFAULT_SEED) -> dict[str, Estimate]:
+    """Mean and 95% interval of every metric (a distinct seed stream per metric)."""
+    return {m: bootstrap(outcomes.values(m), seed=seed + i) for i, m in enumerate(METRIC_NAMES)}
+
+
+@dataclass
+class Variant:
+    """A named configuration measured at a stage (an ablation row)."""
+
+    name: str
+    config: GrooveConfig
+    stage: Stage
+    note: str = ""
+
+
+@dataclass
+class EvalSession:
+    app: Groove
+    golden: GoldenSet
+    queries: list[ResolvedQuery]
+    embedder: CachedEmbedder
+    _searchers: dict[str, Searcher] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, kb: Path, config_path: Path | None, golden_path: Path | None) -> EvalSession:
+        from groove_core.app import Groove
+
+        app = Groove.open(kb, config_path)
+        golden = load_golden(golden_path or _default_golden(kb))
+        indexed = frozenset(app.store.doc_states())
+        queries = resolve(golden, kb, indexed)
+        if not any(q.grades for q in queries):
+            sample = next(iter(golden.queries[0].grades))
+            raise GoldenError(
+                f"none of the expected documents in {golden.path} is in the index of {kb} "
+                f"(e.g. {sample!r}); is --kb the right folder, and is it indexed?"
+            )
+        return cls(app, golden, queries, CachedEmbedder(app.embedder))
+
+    @property
+    def config(self) -> GrooveConfig:
+        return self.app.config
+
+    def searcher(self, config: GrooveConfig | None = None) -> Searcher:
+        """A searcher per distinct configuration, over the shared store and embedder."""
+        config = config or self.config
+        key = config.model_dump_json()
+        if key not in self._searchers:
+            if config is self.config:
+                self._searchers[key] = Searcher(self.app.plugins, self.app.store, self.embedder)
+            else:
+                self._searchers[key] = make_searcher(config, self.app.store, self.embedder)
+        return self._searchers[key]
+
+    def run(
+        self,
+        config: GrooveConfig | None = None,
+        *,
+        stage: Stage,
+        limit: int,
+        progress: Progress | None = None,
+    ) -> Outcomes:
+        searcher = self.searcher(config)
+        return run_golden(searcher, self.queries, stage=stage, limit=limit, progress=progress)
+
+    def missing(self) -> list[tuple[str, str]]:
+        """(query key, expected path) pairs that are not in the index."""
+        return [(q.golden.key, m) for q in self.queries for m in q.missing]
+
+
+def _default_golden(kb: Path) -> Path:
+    path = kb / DEFAULT_GOLDEN
+    if not path.exists():
+        raise GoldenError(f"no golden file given and {path} does not exist: use --golden FILE")
+    return path
+
+
+# -- ablation ----------------------------------------------------------------------------
+
+#: Config switches of the optional stages, and the hook whose plugin provides each.
+_STAGE_SWITCHES = {
+    "mmr": ("groove_diversify", "search.mmr.enabled"),
+    "parent": ("groove_expand", "search.parent_retriever.enabled"),
+}
+
+
+def _stages_off() -> dict[str, object]:
+    return {"search.mmr.enabled": False, "search.parent_retriever.enabled": False, "reranker": None}
+
+
+def ablation_variants(session: EvalSession) -> list[Variant]:
+    """Lexical only, vector only, hybrid (stage 1), then hybrid plus each optional stage.
+
+    A stage that is installed but off in groove.toml gets a row with its default
+    settings (marked), so ``--ablate`` also answers "would MMR help here?". The reranker
+    needs a model, so it only gets a row when groove.toml names one.
+    """
+    config, plugins = session.config, session.app.plugins
+    disabled = list(config.plugins.disabled)
+    rows: list[Variant] = []
+    legs = set(plugins.implements("groove_candidates"))
+    if {"fts", "vector"} <= legs:
+        rows.append(_leg_variant("lexical only", config, [*disabled, "vector"]))
+        rows.append(_leg_variant("vector only", config, [*disabled, "fts"]))
+    rows.append(Variant("hybrid (stage 1)", config, "candidates"))
+    on_count = 0
+    for name, (hook, switch) in _STAGE_SWITCHES.items():
+        if not plugins.implements(hook):
+            continue
+        on = _switch_value(config, switch)
+        on_count += on
+        changes = {**_stages_off(), switch: True}
+        note = "" if on else "off in groove.toml: default settings"
+        rows.append(Variant(f"hybrid + {name}", with_changes(config, changes), "full", note))
+    if config.reranker is not None and plugins.implements("groove_rerank"):
+        on_count += 1
+        changes = {
+            **_stages_off(),
+            "reranker": config.reranker,
+            "rerank_by_default": True,
+        }
+        rows.append(Variant("hybrid + reranker", with_changes(config, changes), "full"))
+    if on_count > 1:
+        rows.append(Variant("full pipeline (as configured)", config, "full"))
+    return rows
+
+
+def _leg_variant(name: str, config: GrooveConfig, disabled: Sequence[str]) -> Variant:
+    return Variant(name, with_changes(config, {"plugins.disabled": list(disabled)}), "candidates")
+
+
+def _switch_value(config: GrooveConfig, dotted: str) -> bool:
+    node: object = config
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return bool(node)
