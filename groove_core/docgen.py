@@ -97,13 +97,16 @@ def configuration_markdown() -> str:
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _command_lines(cmd: click.Command, path: str) -> list[str]:
-    # A fixed width, so the text does not depend on the terminal that generated it.
-    ctx = click.Context(cmd, info_name=path, terminal_width=88, max_content_width=88)
+def _command_lines(cmd: click.Command, path: str, parent: click.Context | None = None) -> list[str]:
+    # Built like click builds it for a real invocation (parent chain, the command's own
+    # context settings), at a fixed width, so the text never depends on the terminal or
+    # on what ran before in the same process (click caches each command's help option).
+    settings = {"terminal_width": 88, "max_content_width": 88, **cmd.context_settings}
+    ctx = cmd.context_class(cmd, info_name=path.rsplit(" ", 1)[-1], parent=parent, **settings)
     out = [f"## `{path}`", "", "```text", cmd.get_help(ctx).rstrip(), "```", ""]
     if isinstance(cmd, click.Group):
         for name in sorted(cmd.commands):
-            out += _command_lines(cmd.commands[name], f"{path} {name}")
+            out += _command_lines(cmd.commands[name], f"{path} {name}", ctx)
     return out
 
 

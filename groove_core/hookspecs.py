@@ -122,4 +122,9 @@ def groove_cli_commands(cli: click.Group) -> None:
 
 @hookspec
 def groove_mcp_tools(server: Any, app: Groove) -> None:
-    """Register extra tools on the MCP server (``@server.tool()``) built for ``app``."""
+    """Register extra tools on the MCP server (``@server.tool()``) built for ``app``.
+
+    Synchronous tools run on the server's single worker thread, where ``app`` (the
+    server's own :class:`Groove`, whose SQLite connection lives on that thread) may be
+    used; asynchronous tools must not touch ``app``.
+    """

@@ -87,3 +87,39 @@ def test_hits_whose_file_changed_after_indexing_are_marked_stale(tmp_path: Path)
     (kb / "b.md").unlink()
     stale = {h.path: h.stale for h in app.search("alpha", limit=2).results}
     assert stale == {"a.md": True, "b.md": True}
+
+
+def test_serve_watch_indexes_and_follows_changes(tmp_path: Path) -> None:
+    import asyncio
+    import os
+    import sys
+
+    from mcp import Client, StdioServerParameters
+
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "groove_core", "serve", "--kb", str(kb), "--watch"],
+        env={**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"},
+    )
+
+    async def paths(client: Client) -> set[str]:
+        result = await client.call_tool("list_documents", {})
+        docs = (result.structured_content or {}).get("documents", [])
+        return {d["path"] for d in docs}
+
+    async def scenario() -> None:
+        async with Client(params) as client:
+            for _ in range(200):
+                if not (await client.call_tool("list_documents", {})).is_error:
+                    break
+                await asyncio.sleep(0.05)
+            assert await paths(client) == {"a.md"}
+            (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+            for _ in range(200):
+                if await paths(client) == {"a.md", "b.md"}:
+                    return
+                await asyncio.sleep(0.05)
+            raise AssertionError("the served index never picked up b.md")
+
+    asyncio.run(scenario())

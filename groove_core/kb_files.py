@@ -1,0 +1,146 @@
+"""Reading the KB's own files for the MCP server: safe path resolution, line ranges, freshness.
+
+Everything an MCP client names is untrusted. A path is served only when it is KB-relative,
+has no ``..``, resolves (symbolic links included) to a Markdown file inside the KB root, and
+lies outside the folders groove never indexes (``.groove/``, ``.git/``, ignore patterns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from groove_core.app import Groove
+
+#: How many paths index_status lists per kind of change (the counts are always complete).
+MAX_LISTED_CHANGES = 50
+
+_WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+class DocumentError(Exception):
+    """A request for a file that must not or cannot be served; the message says why."""
+
+
+@dataclass(frozen=True)
+class KBFile:
+    rel: str  # KB-relative POSIX path of the resolved file
+    path: Path
+
+
+def _check_shape(rel: str) -> str:
+    """Reject what is not a plain KB-relative path before touching the file system."""
+    if not rel.strip():
+        raise DocumentError("path is empty: give a KB-relative path such as 'notes/a.md'")
+    if "\x00" in rel:
+        raise DocumentError("path contains a NUL character")
+    if rel.startswith(("/", "\\", "~")) or _WINDOWS_DRIVE.match(rel):
+        raise DocumentError(
+            f"absolute path {rel!r} refused: give a path relative to the knowledge base, "
+            "as search and list_documents return them"
+        )
+    if "\\" in rel:
+        raise DocumentError(f"path {rel!r} contains '\\': use '/' as the separator")
+    if ".." in PurePosixPath(rel).parts:
+        raise DocumentError(
+            f"path {rel!r} contains '..': only files inside the knowledge base can be read"
+        )
+    return rel.strip().removeprefix("./")
+
+
+def _refusal(app: Groove, rel: str, target: Path) -> str | None:
+    """Why a file inside the KB is still not served (an excluded folder), or None."""
+    from groove_core.config import DEFAULT_INDEX_DIR
+    from groove_core.filters import path_matches
+    from groove_core.indexer import ALWAYS_IGNORED_DIRS, read_ignore_file
+
+    parts = PurePosixPath(rel).parts
+    for part in parts[:-1]:
+        if part in ALWAYS_IGNORED_DIRS or part == DEFAULT_INDEX_DIR:
+            return f"{rel!r} is inside {part}/, which groove never serves"
+    if target.is_relative_to(app.index_file.resolve().parent):
+        return f"{rel!r} is inside the index folder, which groove never serves"
+    patterns = app.config.index.ignore + read_ignore_file(app.kb)
+    folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
+    for candidate in [rel, *folders]:
+        hit = next((p for p in patterns if path_matches(p, candidate)), None)
+        if hit is not None:
+            return f"{rel!r} is excluded by the ignore pattern {hit!r}"
+    return None
+
+
+def resolve_markdown(app: Groove, rel: str) -> KBFile:
+    """The Markdown file ``rel`` names inside the KB, or DocumentError saying why not."""
+    clean = _check_shape(rel)
+    root = app.kb.resolve()
+    target = (root / clean).resolve()
+    if not target.is_relative_to(root):
+        raise DocumentError(
+            f"path {rel!r} leads outside the knowledge base (through a symbolic link): refused"
+        )
+    resolved_rel = target.relative_to(root).as_posix()
+    for name in dict.fromkeys([clean, resolved_rel]):
+        reason = _refusal(app, name, target)
+        if reason is not None:
+            raise DocumentError(reason)
+    extensions = tuple(e.lower() for e in app.config.index.extensions)
+    if not resolved_rel.lower().endswith(extensions):
+        raise DocumentError(
+            f"{rel!r} is not a Markdown file: only {', '.join(extensions)} files can be read"
+        )
+    if not target.is_file():
+        raise DocumentError(
+            f"no file {rel!r} in the knowledge base; list_documents shows the files there are"
+        )
+    return KBFile(resolved_rel, target)
+
+
+def read_text(app: Groove, file: KBFile) -> str:
+    """The file's text, decoded as the indexer decodes it, within the indexer's size cap."""
+    from groove_core.indexer import decode_markdown
+
+    limit = app.config.index.max_file_bytes
+    try:
+        size = file.path.stat().st_size
+        if size > limit:
+            raise DocumentError(f"{file.rel!r} is larger than index.max_file_bytes ({limit})")
+        return decode_markdown(file.path.read_bytes())
+    except OSError as err:
+        raise DocumentError(f"cannot read {file.rel!r}: {err.strerror}") from None
+    except ValueError as err:
+        raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
+
+
+def changes_on_disk(app: Groove) -> dict[str, Any]:
+    """Markdown files added, modified (size or mtime) or deleted since they were indexed."""
+    from groove_core.indexer import walk_kb
+
+    indexed = app.store.doc_states()
+    limit = app.config.index.max_file_bytes
+    skipped: list[tuple[str, str]] = []
+    added, modified, seen = [], [], set()
+    for src in walk_kb(app.kb, app.config, app.index_file, skipped):
+        if src.size > limit:
+            continue  # the indexer skips it too: it would never stop looking "added"
+        seen.add(src.rel)
+        state = indexed.get(src.rel)
+        if state is None:
+            added.append(src.rel)
+        elif (state.size, state.mtime_ns) != (src.size, src.mtime_ns):
+            modified.append(src.rel)
+    deleted = sorted(p for p in indexed if p not in seen)
+    out: dict[str, Any] = {"up_to_date": not (added or modified or deleted)}
+    for kind, paths in (("added", added), ("modified", modified), ("deleted", deleted)):
+        out[f"{kind}_count"] = len(paths)
+        out[kind] = paths[:MAX_LISTED_CHANGES]
+    return out
+
+
+def iso_time(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return datetime.fromtimestamp(seconds, UTC).isoformat(timespec="seconds")
