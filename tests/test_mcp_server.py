@@ -251,6 +251,12 @@ def _hostile_kb(tmp_path: Path) -> Path:
         ("notes/plain.txt", "not a Markdown file"),
         ("notes/missing.md", "no file"),
         ("", "path is empty"),
+        # Encoded and look-alike variants are names, never decoded into a way out.
+        ("%2e%2e/outside/secret.md", "no file"),
+        ("..%2Foutside%2Fsecret.md", "no file"),
+        ("\uff0e\uff0e/outside/secret.md", "no file"),
+        ("notes/\u2024\u2024/outside/secret.md", "no file"),
+        ("notes/a.md\x00.txt", "NUL"),
     ],
 )
 def test_get_document_never_reads_outside_the_kb(tmp_path: Path, path: str, message: str) -> None:

@@ -151,3 +151,19 @@ def test_messy_markdown_is_indexed(tmp_path: Path, name: str, body: str) -> None
     assert check_consistency(store).ok
     if name == "bad-yaml.md":
         assert report.warnings and "YAML" in report.warnings[0][1]
+
+
+def test_symlink_loops_and_late_nul_bytes(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "a.md": "# A\n\nalpha\n",
+            "late-nul.md": "# Late\n\n" + "text " * 3000 + "\x00 after the sniffed prefix\n",
+        },
+    )
+    (kb / "loop").symlink_to(kb, target_is_directory=True)
+    (kb / "sub").mkdir()
+    (kb / "sub" / "back").symlink_to(kb / "sub", target_is_directory=True)
+    report = Groove.open(kb).index()
+    assert report.documents_total == 2
+    assert not report.skipped

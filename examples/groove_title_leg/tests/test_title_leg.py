@@ -69,3 +69,21 @@ def test_its_config_section_is_validated(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + "[plugin.titles]\nmax_docs = 3\n")
     with pytest.raises(ConfigError, match=r"\[plugin.titles\].*max_docs"):
         open_kb(kb)
+
+
+def test_its_switch_is_a_parameter_of_the_mcp_search_tool(tmp_path: Path) -> None:
+    import asyncio
+
+    from mcp import Client
+
+    from groove_core.mcp_server import build_mcp_server
+
+    app = open_kb(make_kb(tmp_path / "kb", NOTES))
+
+    async def search_schema() -> dict[str, object]:
+        async with Client(build_mcp_server(app)) as client:
+            tools = await client.list_tools()
+            return next(t for t in tools.tools if t.name == "search").input_schema
+
+    schema = asyncio.run(search_schema())
+    assert "titles" in schema["properties"]  # type: ignore[operator]
