@@ -1,6 +1,6 @@
 """Indexing and query cost at a given KB size, with the real default embedder.
 
-    .venv/bin/python bench/scale.py 1000 10000 100000 [--root /tmp/groove-bench]
+    .venv/bin/python bench/scale.py 1000 10000 100000 [--root DIR] [--search-only]
 
 For each size: builds a synthetic KB from real text (bench/corpus.py), indexes it in a
 subprocess (whole-run vs. embedder-only chunks/s, peak RSS), re-indexes with nothing and
@@ -173,18 +173,21 @@ def main() -> None:
         i = args.index("--root")
         root = Path(args[i + 1])
         del args[i : i + 2]
+    search_only = "--search-only" in args  # reuse an existing index, re-measure search
+    args = [a for a in args if a != "--search-only"]
     qs = queries()
     RESULTS.mkdir(exist_ok=True)
     for size in [int(a) for a in args]:
         kb = root / str(size)
         corpus.write(size, kb)
-        result = {
-            "size": size,
-            "machine": f"{os.cpu_count()} CPU {platform.machine()} {platform.processor()}",
-            "index": measure_index(kb),
-        }
-        result["reindex"] = measure_reindex(kb)
-        groove("index", str(kb))
+        saved = RESULTS / f"{size}.json"
+        result: dict[str, Any] = json.loads(saved.read_text()) if search_only else {}
+        result["size"] = size
+        result["machine"] = f"{os.cpu_count()} CPU {platform.machine()} {platform.processor()}"
+        if not search_only:
+            result["index"] = measure_index(kb)
+            result["reindex"] = measure_reindex(kb)
+            groove("index", str(kb))
         result["search"] = measure_search(kb, qs)
         result["startup"] = measure_startup(kb)
         (RESULTS / f"{size}.json").write_text(json.dumps(result, indent=2))
