@@ -36,12 +36,13 @@ import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import yaml
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
 
 __all__ = ["Chunk", "ParsedDocument", "estimate_tokens", "parse_markdown"]
 
@@ -79,9 +80,17 @@ class ParsedDocument:
 # The GFM table rule stays off: a table is then a paragraph whose lines are its rows, so an
 # oversized table still splits between rows (by line), chunks of the Vue docs come out
 # byte-identical, and a table-heavy file parses about four times faster.
-_BLOCK_MD = MarkdownIt("commonmark")
-_BLOCK_MD.core.ruler.enableOnly(["normalize", "block"])
-_INLINE_MD = MarkdownIt("commonmark")
+@lru_cache(maxsize=1)
+def _parsers() -> tuple[MarkdownIt, MarkdownIt]:
+    """(block parser, inline parser), built on first use: importing markdown-it and
+    building its rule chains costs tens of milliseconds that ``groove --help`` and a
+    search (which import this module through plugins) should not pay."""
+    from markdown_it import MarkdownIt
+
+    block = MarkdownIt("commonmark")
+    block.core.ruler.enableOnly(["normalize", "block"])
+    return block, MarkdownIt("commonmark")
+
 
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 # A trailing VitePress/markdown-it-attrs anchor, `{#id}` or `{#id .class}`, not escaped.
@@ -164,7 +173,7 @@ def parse_markdown(text: str, *, fallback_title: str, max_tokens: int = 400) -> 
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     lines = _Lines(text)
     body_line, front_matter, warnings = _front_matter(lines)
-    tokens = _BLOCK_MD.parse(text[lines.offset(body_line) :])
+    tokens = _parsers()[0].parse(text[lines.offset(body_line) :])
     sections = _sections(tokens, body_line, lines.count)
     title = _title(front_matter, sections, fallback_title)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4)
@@ -191,6 +200,8 @@ def _front_matter(lines: _Lines) -> tuple[int, dict[str, Any], list[str]]:
 
 def _parse_yaml(source: str) -> tuple[dict[str, Any], list[str]]:
     """Load front matter as a string-keyed mapping; anything else is a warning."""
+    import yaml  # ~30 ms to import: only when a file has front matter
+
     try:
         data = yaml.safe_load(source)
     # YAMLError is the usual failure, but hostile input also raises ValueError (bad dates),
@@ -231,7 +242,7 @@ def _sections(tokens: Sequence[Token], body_line: int, line_count: int) -> list[
 def _heading_text(source: str) -> str:
     """Heading source -> plain text: anchor stripped, inline markup flattened, spaces folded."""
     source = _ANCHOR.sub("", source)[:_MAX_HEADING_CHARS]
-    inline = _INLINE_MD.parseInline(source)
+    inline = _parsers()[1].parseInline(source)
     flat = _flatten(inline[0].children or []) if inline else source
     return _ANCHOR.sub("", " ".join(flat.split()))
 

@@ -36,6 +36,7 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from groove_core.query import QueryError
 
+        configure_logging()
         try:
             return func(*args, **kwargs)
         except QueryError as err:
@@ -398,7 +399,10 @@ def _startup_plugins() -> Plugins | None:
 
 
 def configure_logging() -> None:
-    """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport."""
+    """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport.
+
+    Called when a command runs, not at start-up: structlog costs ~70 ms to import, which
+    ``groove --help`` should not pay."""
     import logging
 
     import structlog
@@ -410,6 +414,5 @@ def configure_logging() -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    configure_logging()
     cli = build_cli(_startup_plugins())
     cli.main(args=argv, prog_name="groove")

@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-import numpy as np
-
 if TYPE_CHECKING:
+    import numpy as np
+
     from groove_core.config import EmbedderConfig
 
 
@@ -48,6 +48,8 @@ class EmbedderSpec:
 
 
 def _normalize_rows(vectors: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
     normalized: np.ndarray = (vectors / norms).astype(np.float32)
@@ -78,6 +80,8 @@ class USEMultilingual:
         return self._model
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.asarray(self._load().encode(list(texts)), dtype=np.float32)
@@ -137,6 +141,8 @@ class Model2VecStatic:
         return self._dim
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         vectors = np.asarray(self._load().encode(list(texts)), dtype=np.float32)
         return _normalize_rows(vectors.reshape(len(texts), -1))
 
@@ -186,6 +192,8 @@ class SentenceTransformerEmbedder:
         return int(getter())
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         vectors = self._load().encode(
             list(texts), batch_size=self._batch_size, normalize_embeddings=True
         )
@@ -215,6 +223,8 @@ class HashingEmbedder:
         return self._dim
 
     def _vector(self, text: str) -> np.ndarray:
+        import numpy as np
+
         vec = np.zeros(self._dim, dtype=np.float32)
         folded = text.casefold()
         for i in range(max(1, len(folded) - 2)):
@@ -225,6 +235,8 @@ class HashingEmbedder:
         return vec
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
         if not texts:
             return np.zeros((0, self._dim), dtype=np.float32)
         return _normalize_rows(np.stack([self._vector(t) for t in texts]))

@@ -10,14 +10,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from groove_core.context import SearchOption
 from groove_core.hookspecs import hookimpl
 from groove_core.query import QueryError
-from groove_mmr.mmr import normalize_scores, select, unit_rows
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from groove_core.context import QueryContext
     from groove_core.models import SearchHit
 
@@ -71,6 +70,9 @@ def groove_diversify(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit
         )
     if not hits:
         return []
+    # numpy only when MMR runs: every groove start loads this plugin.
+    from groove_mmr.mmr import normalize_scores, select
+
     picked = select(
         normalize_scores([h.score for h in hits]),
         _vectors(ctx, hits),
@@ -88,6 +90,10 @@ def _vectors(ctx: QueryContext, hits: list[SearchHit]) -> np.ndarray:
     A chunk without a stored vector gets a zero row: similar to nothing, so it is judged by
     its relevance alone.
     """
+    import numpy as np
+
+    from groove_mmr.mmr import unit_rows
+
     stored = ctx.store.embeddings([h.chunk_id for h in hits])
     dim = next((len(v) for v in stored.values()), 0)
     rows = np.zeros((len(hits), dim), dtype=np.float64)
