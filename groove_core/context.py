@@ -31,7 +31,8 @@ class SearchOption:
 
 @dataclass(frozen=True)
 class QueryContext:
-    """Everything a stage may read about the query being run. Never mutated."""
+    """Everything a stage may read about the query being run. Never mutated, except
+    through :meth:`note`, the one channel from stages back to the response."""
 
     query: ParsedQuery
     limit: int
@@ -44,8 +45,15 @@ class QueryContext:
     log: structlog.typing.FilteringBoundLogger
     plugin_settings: Mapping[str, BaseModel] = field(default_factory=dict)
     pool_size: int = 0
+    # Response-level notes stages add (e.g. "reranked only the first 12 of 50 candidates
+    # within the time budget"); they reach the response's ``warnings``.
+    notes: list[str] = field(default_factory=list, compare=False)
     # Lazily computed, shared by the legs (the vector leg and e.g. MMR reuse it).
     _query_vector: Callable[[], np.ndarray] | None = None
+
+    def note(self, message: str) -> None:
+        """Tell the user something about this query's results (shown with the results)."""
+        self.notes.append(message)
 
     def plugin_config(self, name: str) -> BaseModel | None:
         """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""

@@ -129,7 +129,7 @@ def run(ctx: QueryContext, plugins: Plugins) -> tuple[SearchResponse, list[LegRe
     hits = plugins.diversify(ctx, hits)[: ctx.limit]
     hits = plugins.expand(ctx, hits)
     hits = plugins.highlight(ctx, hits)
-    warnings = tuple(w.message for w in ctx.query.warnings)
+    warnings = tuple(w.message for w in ctx.query.warnings) + tuple(ctx.notes)
     response = SearchResponse(
         results=tuple(hits),
         low_confidence=low_confidence(ctx, hits),

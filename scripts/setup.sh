@@ -10,7 +10,14 @@ fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 packages=(-e ".[dev]")
 for plugin in plugins/*/ examples/*/; do
-  [ -f "$plugin/pyproject.toml" ] && packages+=(-e "$plugin")
+  [ -f "$plugin/pyproject.toml" ] || continue
+  if [ "$plugin" = "plugins/groove_reranker_bge/" ]; then
+    packages+=(-e "${plugin}[flag,test]")   # its tests exercise both backends
+  else
+    packages+=(-e "$plugin")
+  fi
 done
-.venv/bin/python -m pip install --quiet "${packages[@]}"
+# torch pinned in the same command as everything that needs it: a bare requirement
+# would pull a multi-GB CUDA build.
+.venv/bin/python -m pip install --quiet "${packages[@]}" torch==2.13.0
 echo "groove installed: .venv/bin/groove"

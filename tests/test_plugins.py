@@ -199,3 +199,16 @@ def test_pool_size_requests_widen_the_pool_only_when_asked(tmp_path: Path) -> No
     assert query_context(app, "ranking", limit=3).pool_size == 3
     assert query_context(app, "ranking", limit=3, options={"wide": True}).pool_size == 40
     assert query_context(app, "ranking", limit=50, options={"wide": True}).pool_size == 50
+
+
+class Noter:
+    @hookimpl
+    def groove_expand(self, ctx: QueryContext, hits: list[SearchHit]) -> None:
+        ctx.note("expanded nothing today")
+
+
+def test_a_stage_note_reaches_the_response_warnings(notes_kb: Path) -> None:
+    app = open_kb(notes_kb, entry_points=False, extra_plugins=[("noter", Noter())])
+    payload = app.search("ranking", limit=2).to_json()
+    assert payload["warnings"] == ["expanded nothing today"]
+    assert "warnings" not in open_kb(notes_kb, entry_points=False).search("ranking").to_json()

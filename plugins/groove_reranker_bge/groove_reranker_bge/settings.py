@@ -1,0 +1,43 @@
+"""``[plugin.reranker]`` in groove.toml: how the cross-encoder runs (not which one).
+
+Which model, and whether it runs by default, are the core's top-level ``reranker`` and
+``rerank_by_default`` keys (SPEC P4); this section only tunes the plugin.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class RerankerSettings(BaseModel):
+    """The plugin's knobs; unknown keys are errors naming the key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    backend: Literal["auto", "sentence-transformers", "flag"] = Field(
+        "auto",
+        description="library that runs the model: 'auto' is sentence-transformers (always "
+        "installed); 'flag' is FlagEmbedding's FlagReranker (the [flag] extra)",
+    )
+    batch_size: int = Field(8, ge=1, le=256, description="pairs scored per forward pass")
+    max_length: int = Field(
+        512, ge=16, le=8192, description="tokens per (query, passage) pair; longer is cut"
+    )
+    rerank_budget_ms: float | None = Field(
+        None,
+        gt=0,
+        description="stop scoring when the next batch would pass this many milliseconds; "
+        "unscored candidates keep their RRF order after the scored ones (unset: no budget)",
+    )
+    device: str = Field(
+        "cpu",
+        pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+        description="torch device: cpu, cuda, cuda:N or mps",
+    )
+    trust_remote_code: tuple[str, ...] = Field(
+        (),
+        description="models allowed to run code from their own repository (e.g. "
+        "jinaai/jina-reranker-v2-base-multilingual); never granted to other names",
+    )
