@@ -96,6 +96,13 @@ class _VectorMatrix:
         self.vectors = vectors
         self.norms = np.einsum("ij,ij->i", vectors, vectors)
 
+    def rows(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The vectors of these chunks (ids come from the scan in rowid order: sorted)."""
+        wanted = np.asarray(chunk_ids, dtype=np.int64)
+        at = np.minimum(np.searchsorted(self.ids, wanted), len(self.ids) - 1)
+        found = self.ids[at] == wanted
+        return {int(c): self.vectors[i] for c, i, ok in zip(wanted, at, found, strict=True) if ok}
+
     def nearest(
         self, query: np.ndarray, k: int, allowed: frozenset[int] | None
     ) -> list[tuple[int, float]]:
@@ -181,6 +188,7 @@ class Store:
         self.conn = conn
         self.path = path
         self._matrix: _VectorMatrix | None = None
+        self._knn_calls = 0
 
     # -- opening -------------------------------------------------------------------------
 
@@ -493,9 +501,14 @@ class Store:
     def _vector_matrix(self) -> _VectorMatrix | None:
         """The in-memory matrix for large indexes, reloaded when another connection has
         committed since it was read (``PRAGMA data_version``); None for small ones."""
+        self._knn_calls += 1
         version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
         if self._matrix is not None and self._matrix.version == version:
             return self._matrix
+        if self._matrix is None and self._knn_calls < 2:
+            # A one-shot process (a CLI search) is served faster by vec0 than by loading
+            # every vector first; the matrix pays off from a process's second search on.
+            return None
         rows = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
         if rows < MATRIX_MIN_ROWS:
             self._matrix = None
@@ -513,6 +526,10 @@ class Store:
         """Stored vectors of these chunks (for stages such as MMR; nothing is re-embedded)."""
         if not chunk_ids or not self.has_vectors():
             return {}
+        if self._matrix is not None:
+            version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+            if self._matrix.version == version:
+                return self._matrix.rows(chunk_ids)
         rows = self.conn.execute(
             "SELECT chunk_id, embedding FROM vec_chunks "
             "WHERE chunk_id IN (SELECT value FROM json_each(?))",

@@ -28,9 +28,13 @@ def test_matrix_and_vec0_return_the_same_neighbours(
     vec0 = [store.vector_search(q, 20) for q in queries]
     vec0_filtered = [store.vector_search(q, 20, allowed) for q in queries]
     monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
+    vec_rows = store.embeddings([5, 1, 77, 9999])
     matrix = [store.vector_search(q, 20) for q in queries]
     matrix_filtered = [store.vector_search(q, 20, allowed) for q in queries]
     assert store._matrix is not None, "the matrix path did not run"
+    matrix_rows = store.embeddings([5, 1, 77, 9999])
+    assert sorted(matrix_rows) == sorted(vec_rows) == [1, 5, 77]
+    assert all(np.array_equal(vec_rows[i], matrix_rows[i]) for i in vec_rows)
     for a, b in zip(vec0 + vec0_filtered, matrix + matrix_filtered, strict=True):
         distances = [d for _, d in a]
         assert np.allclose(distances, [d for _, d in b], atol=1e-5)
@@ -47,10 +51,23 @@ def test_matrix_reloads_after_another_connection_writes(
     monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
     kb = make_kb(tmp_path / "kb", FILES)
     reader = open_kb(kb)
-    before = reader.search("topic 3 text", limit=3)
+    reader.search("topic 3 text", limit=3)
+    before = reader.search("topic 3 text", limit=3)  # the second search loads the matrix
     assert reader.store._matrix is not None
     (kb / "fresh.md").write_text("# Zebra\n\nzebra crossing stripes\n", encoding="utf-8")
     Groove.open(kb).index()  # another connection commits
     after = reader.search("zebra crossing stripes", limit=1)
     assert after.results[0].path == "fresh.md"
     assert before.results
+
+
+def test_a_one_shot_process_does_not_load_the_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
+    app = open_kb(make_kb(tmp_path / "kb", FILES))
+    first = app.search("topic 2 text", limit=5)
+    assert app.store._matrix is None
+    second = app.search("topic 2 text", limit=5)
+    assert app.store._matrix is not None
+    assert [h.chunk_id for h in first.results] == [h.chunk_id for h in second.results]

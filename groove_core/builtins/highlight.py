@@ -14,29 +14,46 @@ def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text).casefold()
 
 
-def _folded_with_map(content: str) -> tuple[str, list[int]]:
-    """Fold ``content`` char by char, remembering which original char each folded one
-    came from, so matches found on the folded text map back to exact original offsets."""
+class _FoldTable(dict[str, str]):
+    """Per-character folds, memoised: text reuses a small alphabet, and expanded hits can
+    be tens of kilobytes of Japanese, where normalising char by char dominated a search.
+    Looked up through ``map(table.__getitem__, text)``, so the loop runs in C."""
+
+    def __missing__(self, ch: str) -> str:
+        folded = self[ch] = _fold(ch)
+        return folded
+
+
+_FOLDS = _FoldTable()
+
+
+def _folded_with_map(content: str) -> tuple[str, list[int] | None]:
+    """Fold ``content`` char by char, and say which original char each folded one came
+    from (None when every char folds to exactly one, the usual case: the identity)."""
     if content.isascii():
-        return content.lower(), list(range(len(content)))
-    parts: list[str] = []
+        return content.lower(), None
+    parts = list(map(_FOLDS.__getitem__, content))
+    folded = "".join(parts)
+    if len(folded) == len(content):
+        return folded, None
     origin: list[int] = []
-    for i, ch in enumerate(content):
-        folded = _fold(ch)
-        parts.append(folded)
-        origin.extend([i] * len(folded))
-    return "".join(parts), origin
+    for i, part in enumerate(parts):
+        origin.extend([i] * len(part))
+    return folded, origin
 
 
-def _byte_offsets(content: str) -> list[int]:
-    """UTF-8 byte offset of every char index (plus the end)."""
-    offsets = [0] * (len(content) + 1)
-    total = 0
-    for i, ch in enumerate(content):
-        offsets[i] = total
-        total += len(ch.encode("utf-8", "surrogatepass"))
-    offsets[len(content)] = total
-    return offsets
+def _byte_spans(content: str, spans: list[tuple[int, int]]) -> tuple[Span, ...]:
+    """Char spans (sorted, disjoint) to UTF-8 byte spans, encoding each stretch between
+    boundaries once (in C) rather than walking the text char by char."""
+    out: list[Span] = []
+    cursor = total = 0
+    for start, end in spans:
+        total += len(content[cursor:start].encode("utf-8", "surrogatepass"))
+        length = len(content[start:end].encode("utf-8", "surrogatepass"))
+        out.append(Span(total, total + length))
+        total += length
+        cursor = end
+    return tuple(out)
 
 
 def find_spans(content: str, phrases: list[str]) -> tuple[Span, ...]:
@@ -44,13 +61,22 @@ def find_spans(content: str, phrases: list[str]) -> tuple[Span, ...]:
     needles = [n for n in {_fold(p) for p in phrases} if n.strip()]
     if not needles or not content:
         return ()
+    # Most hits of a long expanded content match nowhere near every phrase: a whole-string
+    # fold (in C) rules out the ones that match none before the char-by-char mapping.
+    whole = _fold(content)
+    needles = [n for n in needles if n in whole]
+    if not needles:
+        return ()
     folded, origin = _folded_with_map(content)
     char_spans: list[tuple[int, int]] = []
     for needle in needles:
         start = folded.find(needle)
         while start != -1:
             end = start + len(needle)
-            char_spans.append((origin[start], origin[end - 1] + 1))
+            if origin is None:
+                char_spans.append((start, end))
+            else:
+                char_spans.append((origin[start], origin[end - 1] + 1))
             start = folded.find(needle, start + 1)
     if not char_spans:
         return ()
@@ -61,8 +87,7 @@ def find_spans(content: str, phrases: list[str]) -> tuple[Span, ...]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], e))
         else:
             merged.append((s, e))
-    offsets = _byte_offsets(content)
-    return tuple(Span(offsets[s], offsets[e]) for s, e in merged)
+    return _byte_spans(content, merged)
 
 
 def query_phrases(ctx: QueryContext) -> list[str]:
