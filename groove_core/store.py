@@ -80,7 +80,7 @@ VEC_MAX_K = 4096
 #: From this many vectors on, a long-lived Store answers KNN from an in-memory matrix:
 #: numpy's BLAS scans 100k x 512 floats ~6x faster than vec0's brute force (see
 #: docs/benchmarks.md), at the price of holding the vectors in memory (2 KiB per chunk).
-MATRIX_MIN_ROWS = 20_000
+MATRIX_MIN_ROWS = 5_000
 
 
 class StoreError(Exception):
