@@ -15,10 +15,10 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groove_core.chunking import parse_markdown
+from groove_core.chunking import Chunk, parse_markdown
 from groove_core.config import GrooveConfig
 from groove_core.embedding import Embedder
-from groove_core.store import DocState, NewChunk, NewDocument, Store
+from groove_core.store import DocState, NewDocument, Store
 
 #: Folders never indexed, wherever they are.
 ALWAYS_IGNORED_DIRS = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
@@ -144,27 +144,13 @@ def _new_document(
 ) -> tuple[NewDocument, tuple[str, ...]]:
     """The document to write, and the chunker's warnings about it (e.g. bad front matter)."""
     parsed = parse_markdown(text, fallback_title=Path(src.rel).stem, max_tokens=max_tokens)
-    chunks = tuple(
-        NewChunk(
-            ordinal=c.ordinal,
-            heading=c.heading,
-            heading_path=c.heading_path,
-            level=c.level,
-            context=c.context,
-            content=c.content,
-            token_count=c.token_count,
-            byte_start=c.byte_start,
-            byte_end=c.byte_end,
-            line_start=c.line_start,
-            line_end=c.line_end,
-        )
-        for c in parsed.chunks
+    doc = NewDocument(
+        src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, parsed.chunks
     )
-    doc = NewDocument(src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, chunks)
     return doc, parsed.warnings
 
 
-def embedding_text(chunk: NewChunk) -> str:
+def embedding_text(chunk: Chunk) -> str:
     """What the embedder sees: the contextual prefix, then the chunk's own text."""
     return f"{chunk.context}\n{chunk.content}" if chunk.context else chunk.content
 

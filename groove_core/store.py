@@ -15,11 +15,14 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from groove_core.query import normalize
+
+if TYPE_CHECKING:
+    from groove_core.chunking import Chunk
 
 SCHEMA_VERSION = 1
 
@@ -133,23 +136,6 @@ class DocState:
 
 
 @dataclass(frozen=True)
-class NewChunk:
-    """A chunk ready to be written (from the chunker), without its id."""
-
-    ordinal: int
-    heading: str
-    heading_path: tuple[str, ...]
-    level: int
-    context: str
-    content: str
-    token_count: int
-    byte_start: int
-    byte_end: int
-    line_start: int
-    line_end: int
-
-
-@dataclass(frozen=True)
 class NewDocument:
     path: str
     title: str
@@ -157,7 +143,7 @@ class NewDocument:
     content_hash: str
     size: int
     mtime_ns: int
-    chunks: tuple[NewChunk, ...]
+    chunks: tuple[Chunk, ...]
 
 
 def connect(path: Path | str) -> Any:
@@ -381,7 +367,7 @@ class Store:
                     self._insert_chunk(doc_id, chunk, vectors[row])
                     row += 1
 
-    def _insert_chunk(self, doc_id: int, chunk: NewChunk, vector: np.ndarray) -> None:
+    def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray) -> None:
         cur = self.conn.execute(
             "INSERT INTO chunks(doc_id, ordinal, heading, heading_path, level, context, "
             "content, token_count, byte_start, byte_end, line_start, line_end) "
