@@ -75,9 +75,19 @@ class Groove:
         self.close()
         if rebuild:
             remove_index(self.index_file)
+        from groove_core.store import StoreError, sqlite_errors
+
         store = Store.create(self.index_file)
         try:
             return Indexer(self.kb, self.config, store, self.embedder, progress).run()
+        except sqlite_errors() as err:
+            # Disk full, a read-only file, I/O errors: the batch in flight was rolled back,
+            # so the index holds every file written before it, consistently.
+            raise StoreError(
+                f"writing the index {self.index_file} failed: {err}. Every file indexed "
+                "before this point is intact; fix the cause (free disk space, permissions) "
+                "and run 'groove index' again, or 'groove doctor' to check it"
+            ) from None
         finally:
             store.close()
 

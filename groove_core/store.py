@@ -161,7 +161,8 @@ def connect(path: Path | str) -> Any:
     return conn
 
 
-def _sqlite_errors() -> tuple[type[BaseException], ...]:
+def sqlite_errors() -> tuple[type[BaseException], ...]:
+    """The database errors of the SQLite module groove uses (imported lazily)."""
     import pysqlite3.dbapi2 as sqlite3
 
     return (sqlite3.DatabaseError,)
@@ -204,7 +205,7 @@ class Store:
             conn = connect(path)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
-        except _sqlite_errors() as err:
+        except sqlite_errors() as err:
             raise StoreError(
                 f"cannot open the index {path}: {err}. "
                 "Run 'groove index --rebuild' to start it again."
@@ -232,7 +233,7 @@ class Store:
                     self._create_schema()
                 return
             version = int(self.get_meta("schema_version") or 0)
-        except _sqlite_errors() as err:
+        except sqlite_errors() as err:
             raise StoreError(
                 f"the index {self.path} is unreadable ({err}); "
                 "run 'groove index --rebuild' to build it again"
@@ -656,7 +657,7 @@ def check_consistency(store: Store) -> Consistency:
     problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
     try:
         conn.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
-    except _sqlite_errors() as err:
+    except sqlite_errors() as err:
         problems.append(f"fts_chunks: {err}")
     chunks = frozenset(int(r[0]) for r in conn.execute("SELECT id FROM chunks"))
     fts = frozenset(int(r[0]) for r in conn.execute("SELECT rowid FROM fts_chunks"))

@@ -167,3 +167,51 @@ def test_symlink_loops_and_late_nul_bytes(tmp_path: Path) -> None:
     report = Groove.open(kb).index()
     assert report.documents_total == 2
     assert not report.skipped
+
+
+def test_disk_full_mid_run_is_a_clear_error_and_keeps_what_was_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pysqlite3.dbapi2 as sqlite3
+
+    files = {f"n{i}.md": f"# Note {i}\n\nbody {i}\n" for i in range(6)}
+    kb = make_kb(
+        tmp_path / "kb", files, config=KILL_CONFIG.replace("batch_size = 8", "batch_size = 2")
+    )
+    original = Store.write_documents
+    calls = {"n": 0}
+
+    def fill_up(self: Store, docs: object, vectors: object) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise sqlite3.OperationalError("database or disk is full")
+        original(self, docs, vectors)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(Store, "write_documents", fill_up)
+    result = CliRunner().invoke(build_cli(None), ["index", str(kb)])
+    assert result.exit_code == 1
+    assert "disk is full" in result.output and "intact" in result.output
+    assert "Traceback" not in result.output
+    monkeypatch.setattr(Store, "write_documents", original)
+    store = Store.open(Groove.open(kb).index_file)
+    assert check_consistency(store).ok
+    assert store.counts()["documents"] == 2
+    store.close()
+    assert Groove.open(kb).index().documents_total == 6
+
+
+def test_an_unreadable_file_is_skipped_with_the_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "locked.md": "# L\n\nsecret\n"})
+    original = Path.read_bytes
+
+    def read_bytes(self: Path) -> bytes:
+        if self.name == "locked.md":
+            raise PermissionError(13, "Permission denied")
+        return original(self)
+
+    monkeypatch.setattr(Path, "read_bytes", read_bytes)
+    report = Groove.open(kb).index()
+    assert dict(report.skipped)["locked.md"] == "cannot read: Permission denied"
+    assert report.documents_total == 1
