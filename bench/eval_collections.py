@@ -3,7 +3,7 @@
 Usage (from the repository root)::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/eval_collections.py \
-        [--work /tmp/groove-eval] [--evaldata ../shared/evaldata] [--json results.json]
+        [--work DIR] [--evaldata ../shared/evaldata] [--json results.json]
 
 Each collection's ``docs/`` and golden files are copied to ``<work>/<collection>/`` (the
 shared folder is never written to), indexed once with the configured default embedder
@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -99,7 +100,7 @@ def table(results: dict[tuple[str, str], list[dict[str, object]]]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", type=Path, default=Path("/tmp/groove-eval"))
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "groove-eval")
     parser.add_argument("--evaldata", type=Path, default=ROOT.parent / "shared" / "evaldata")
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     args = parser.parse_args()

@@ -5,7 +5,7 @@ Usage::
     .venv/bin/python bench/mcp_latency.py [--collection DIR] [--queries N] [--limit K]
 
 The collection (default: jsquad-ja-para from the shared evaluation data) is read where it
-is; its index goes to ``--index-dir`` (default ``/tmp/groove-bench-<name>``) through a
+is; its index goes to ``--index-dir`` (default ``<temp dir>/groove-bench-<name>``) through a
 generated groove.toml with ``[index] path``, so nothing is written into the collection and
 a second run reuses the index. The default embedder is used (USE multilingual, as served).
 Each path is warmed up first; the figures are per-call wall times over the same queries,
@@ -20,6 +20,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -117,7 +118,7 @@ def main() -> None:
 
     configure_logging("warning")  # per-search log lines would cost time and flood the output
     collection: Path = args.collection.resolve()
-    index_dir = args.index_dir or Path(f"/tmp/groove-bench-{collection.name}")
+    index_dir = args.index_dir or Path(tempfile.gettempdir()) / f"groove-bench-{collection.name}"
     config = prepare(collection, index_dir)
     queries = load_queries(collection, args.queries)
     times = asyncio.run(measure(collection, config, queries, args.limit))

@@ -18,6 +18,7 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,7 @@ def measure_startup(kb: Path) -> dict[str, float]:
 
 def main() -> None:
     args = sys.argv[1:]
-    root = Path("/tmp/groove-bench")
+    root = Path(tempfile.gettempdir()) / "groove-bench"
     if "--root" in args:
         i = args.index("--root")
         root = Path(args[i + 1])

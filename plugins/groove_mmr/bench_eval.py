@@ -27,6 +27,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -153,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--collection", type=Path, default=EVALDATA / "cranfield-en")
     parser.add_argument("--golden", default="golden.jsonl")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/groove-bench"))
+    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "groove-bench")
     parser.add_argument("--embedder", default="use-multilingual")
     parser.add_argument("--timing-queries", type=int, default=100)
     parser.add_argument(
