@@ -66,6 +66,7 @@ def test_a_burst_of_saves_is_one_reindex(tmp_path: Path) -> None:
     thread = watcher.start()
     try:
         _wait_for(lambda: watcher.runs == 1)
+        time.sleep(0.2)  # let the watcher take its post-index snapshot first
         for i in range(6):
             (kb / "a.md").write_text(f"# A\n\nversion {i}\n", encoding="utf-8")
             time.sleep(0.05)
@@ -108,18 +109,19 @@ def test_serve_watch_indexes_and_follows_changes(tmp_path: Path) -> None:
         docs = (result.structured_content or {}).get("documents", [])
         return {d["path"] for d in docs}
 
+    async def wait_for(client: Client, expected: set[str]) -> None:
+        # Until the watcher's first run commits, the tools report "no index" (an error).
+        for _ in range(400):
+            result = await client.call_tool("list_documents", {})
+            if not result.is_error and await paths(client) == expected:
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError(f"the served index never reached {expected}")
+
     async def scenario() -> None:
         async with Client(params) as client:
-            for _ in range(200):
-                if not (await client.call_tool("list_documents", {})).is_error:
-                    break
-                await asyncio.sleep(0.05)
-            assert await paths(client) == {"a.md"}
+            await wait_for(client, {"a.md"})
             (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
-            for _ in range(200):
-                if await paths(client) == {"a.md", "b.md"}:
-                    return
-                await asyncio.sleep(0.05)
-            raise AssertionError("the served index never picked up b.md")
+            await wait_for(client, {"a.md", "b.md"})
 
     asyncio.run(scenario())
