@@ -59,13 +59,17 @@ def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> No
     kb = _corpus(tmp_path, files)
     expected = _content(open_kb(_corpus(tmp_path / "clean", files)).index_file)
     index = Groove.open(kb).index_file
+    # Kill points spread over a whole run as long as this machine takes for one.
+    started = time.monotonic()
+    _start_index(kb).wait(timeout=120)
+    full_run = time.monotonic() - started
     rng = random.Random(20261129)
     kills = 0
     for round_ in range(8):
         if index.parent.exists():
             shutil.rmtree(index.parent)
         proc = _start_index(kb)
-        time.sleep(rng.uniform(0.3, 1.6))
+        time.sleep(rng.uniform(0.25, 0.95) * full_run)
         if proc.poll() is None:
             proc.send_signal(signal.SIGKILL)
             kills += 1
