@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from groove_core import __version__
+from groove_core.cli_options import config_option, kb_option
 from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
@@ -50,22 +51,6 @@ def handle_errors(func: F) -> F:
             sys.exit(130)
 
     return wrapper  # type: ignore[return-value]
-
-
-kb_option = click.option(
-    "--kb",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="Knowledge base folder (the one holding groove.toml).",
-)
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Configuration file (default: <kb>/groove.toml).",
-)
 
 
 def _open(kb: Path, config_path: Path | None) -> Any:

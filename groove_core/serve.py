@@ -11,6 +11,8 @@ from pathlib import Path
 
 import click
 
+from groove_core.cli_options import config_option, kb_option
+
 #: Mirror groove_core.mcp_server's constants without importing the MCP SDK (a test pins them).
 DEFAULT_MAX_RESPONSE_CHARS = 40_000
 MIN_RESPONSE_CHARS = 2_000
@@ -39,20 +41,8 @@ def configure_logging(level: str) -> None:
 
 
 @click.command("serve")
-@click.option(
-    "--kb",
-    type=click.Path(file_okay=False, path_type=Path),
-    default=".",
-    show_default=True,
-    help="Knowledge base folder (the one holding groove.toml).",
-)
-@click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Configuration file (default: <kb>/groove.toml).",
-)
+@kb_option
+@config_option
 @click.option(
     "--transport",
     type=click.Choice(["stdio", "http"]),

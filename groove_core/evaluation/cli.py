@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from groove_core.cli_options import config_option, kb_option
+
 if TYPE_CHECKING:
     from groove_core.evaluation.history import Delta
     from groove_core.evaluation.metrics import Estimate
@@ -53,20 +55,8 @@ def _warn(message: str) -> None:
 def _common(func: F) -> F:
     """Options shared by eval and tune."""
     options = [
-        click.option(
-            "--kb",
-            type=click.Path(file_okay=False, path_type=Path),
-            default=".",
-            show_default=True,
-            help="Knowledge base folder (indexed with `groove index`).",
-        ),
-        click.option(
-            "--config",
-            "config_path",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Configuration file (default: <kb>/groove.toml).",
-        ),
+        kb_option,
+        config_option,
         click.option(
             "--golden",
             "golden_path",
