@@ -55,6 +55,20 @@ class QueryContext:
         """Tell the user something about this query's results (shown with the results)."""
         self.notes.append(message)
 
+    def flag(self, name: str) -> bool | None:
+        """The per-query boolean option ``name`` (see ``groove_search_options``), or None
+        when the caller did not give it, so the stage falls back to its config.
+
+        Raises QueryError for a value that is not true/false (an MCP client can send any
+        JSON), so every stage rejects bad switches with the same message.
+        """
+        from groove_core.query import QueryError
+
+        given = self.options.get(name)
+        if given is not None and not isinstance(given, bool):
+            raise QueryError(f"option {name!r} must be true or false, got {given!r}")
+        return given
+
     def plugin_config(self, name: str) -> BaseModel | None:
         """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
         return self.plugin_settings.get(name)

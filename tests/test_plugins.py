@@ -19,6 +19,7 @@ from groove_core.embedding import EmbedderError, EmbedderSpec
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult, SearchHit, Span
 from groove_core.plugins import list_plugins, make_plugin_manager
+from groove_core.query import QueryError
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb, query_context
 
 
@@ -212,3 +213,11 @@ def test_a_stage_note_reaches_the_response_warnings(notes_kb: Path) -> None:
     payload = app.search("ranking", limit=2).to_json()
     assert payload["warnings"] == ["expanded nothing today"]
     assert "warnings" not in open_kb(notes_kb, entry_points=False).search("ranking").to_json()
+
+
+def test_flag_reads_a_boolean_switch_and_rejects_anything_else(tmp_path: Path) -> None:
+    app = open_kb(make_kb(tmp_path / "kb"), entry_points=False)
+    assert query_context(app, "ranking").flag("wide") is None
+    assert query_context(app, "ranking", options={"wide": False}).flag("wide") is False
+    with pytest.raises(QueryError, match="'wide' must be true or false"):
+        query_context(app, "ranking", options={"wide": "yes"}).flag("wide")

@@ -44,7 +44,8 @@ def _settings(ctx: QueryContext) -> TitleLegSettings:
 @hookimpl
 def groove_candidates(ctx: QueryContext) -> LegResult | None:
     settings = _settings(ctx)
-    if not ctx.options.get(NAME, settings.enabled_by_default) or not ctx.query.positives:
+    on = ctx.flag(NAME)
+    if not (settings.enabled_by_default if on is None else on) or not ctx.query.positives:
         return None
     phrases = [_fold(p) for p in ctx.query.positives]
     scored = []

@@ -8,11 +8,10 @@ the output is bit-identical to a groove without this plugin.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groove_core.context import SearchOption
 from groove_core.hookspecs import hookimpl
-from groove_core.query import QueryError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -29,12 +28,8 @@ MIN_POOL = 50
 
 def is_active(ctx: QueryContext) -> bool:
     """The per-query ``mmr`` option when given, else ``[search.mmr] enabled``."""
-    given: Any = ctx.options.get(NAME)
-    if given is None:
-        return ctx.config.search.mmr.enabled
-    if not isinstance(given, bool):
-        raise QueryError(f"option {NAME!r} must be true or false, got {given!r}")
-    return given
+    given = ctx.flag(NAME)
+    return ctx.config.search.mmr.enabled if given is None else given
 
 
 @hookimpl

@@ -10,11 +10,10 @@ bit-identical to a groove without this plugin.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groove_core.context import SearchOption
 from groove_core.hookspecs import hookimpl
-from groove_core.query import QueryError
 from groove_parent.expand import Piece, expand, pieces
 
 if TYPE_CHECKING:
@@ -26,12 +25,8 @@ NAME = "parent"
 
 def is_active(ctx: QueryContext) -> bool:
     """The per-query ``parent`` option when given, else ``[search.parent_retriever] enabled``."""
-    given: Any = ctx.options.get(NAME)
-    if given is None:
-        return ctx.config.search.parent_retriever.enabled
-    if not isinstance(given, bool):
-        raise QueryError(f"option {NAME!r} must be true or false, got {given!r}")
-    return given
+    given = ctx.flag(NAME)
+    return ctx.config.search.parent_retriever.enabled if given is None else given
 
 
 @hookimpl

@@ -58,7 +58,7 @@ def active_model(ctx: QueryContext) -> str | None:
     ``rerank`` option when given, else ``rerank_by_default``.
     """
     named = _named_model(ctx)
-    switch = _switch(ctx)
+    switch = ctx.flag(SWITCH)
     if named is not None:
         if switch is False:
             raise QueryError(
@@ -87,13 +87,6 @@ def _named_model(ctx: QueryContext) -> str | None:
     return given.strip()
 
 
-def _switch(ctx: QueryContext) -> bool | None:
-    given: Any = ctx.options.get(SWITCH)
-    if given is not None and not isinstance(given, bool):
-        raise QueryError(f"option {SWITCH!r} must be true or false, got {given!r}")
-    return given
-
-
 # -- pool size ---------------------------------------------------------------------------
 
 
@@ -117,10 +110,8 @@ def stage_on(ctx: QueryContext, name: str) -> bool:
     does (its per-query option, else its config switch) — and only when it is loaded."""
     if name in ctx.config.plugins.disabled or name not in _installed_plugins():
         return False
-    given: Any = ctx.options.get(name)
-    if given is None:
-        return bool(_STAGE_SWITCHES[name](ctx.config))
-    return bool(given)
+    given = ctx.flag(name)
+    return bool(_STAGE_SWITCHES[name](ctx.config)) if given is None else given
 
 
 @functools.cache
