@@ -182,3 +182,52 @@ def check_expander(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUE
         for before, after in zip(hits, out, strict=True):
             if after.content != before.content:
                 assert after.expanded_from, f"{query!r}: content changed without expanded_from"
+
+
+# A meta-path finder records every *attempt* to import a watched module, so a check means
+# the same whether or not the module happens to be installed where the test runs.
+_IMPORT_PROBE = """
+import json, sys
+attempted = set()
+class Spy:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {watched!r}:
+            attempted.add(name.split(".")[0])
+        return None
+sys.meta_path.insert(0, Spy())
+from groove_core.cli import main
+code = 0
+try:
+    main({argv!r})
+except SystemExit as exit:
+    code = exit.code or 0
+found = sorted(attempted | {{m for m in {watched!r} if m in sys.modules}})
+print("\\n" + json.dumps({{"imported": found, "code": code}}), file=sys.stderr)
+"""
+
+HEAVY_MODULES = ("torch", "transformers", "sentence_transformers", "FlagEmbedding")
+
+
+def heavy_imports(
+    argv: Sequence[str], cwd: Path, watched: Sequence[str] = HEAVY_MODULES
+) -> tuple[list[str], int, str]:
+    """Run ``groove ARGV`` in a fresh process and report which ``watched`` top-level
+    modules it imported or tried to, its exit status, and its stderr — to prove a plugin
+    keeps its heavy dependencies out of start-up and out of searches that do not use it."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    probe = _IMPORT_PROBE.format(argv=list(argv), watched=tuple(watched))
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
+    report = json.loads(proc.stderr.strip().splitlines()[-1])
+    return list(report["imported"]), int(report["code"]), proc.stderr

@@ -2,47 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-HEAVY = ("torch", "transformers", "sentence_transformers", "FlagEmbedding", "model2vec")
+from groove_core.testing import HEAVY_MODULES, heavy_imports
 
-# A meta-path finder records every *attempt* to import a heavy module, so the test means
-# the same whether or not torch happens to be installed in this environment.
-PROBE = """
-import json, sys
-attempted = set()
-class Spy:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {heavy!r}:
-            attempted.add(name.split(".")[0])
-        return None
-sys.meta_path.insert(0, Spy())
-from groove_core.cli import main
-try:
-    main({argv!r})
-except SystemExit:
-    pass
-heavy = sorted(attempted | {{m for m in {heavy!r} if m in sys.modules}})
-print("\\n" + json.dumps(heavy), file=sys.stderr)
-"""
+HEAVY = (*HEAVY_MODULES, "model2vec")
 
 
 def _heavy_modules(argv: list[str], cwd: Path) -> list[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
-    last = proc.stderr.strip().splitlines()[-1]
-    return list(json.loads(last))
+    return heavy_imports(argv, cwd, HEAVY)[0]
 
 
 def test_help_and_plugins_list_do_not_import_torch(tmp_path: Path) -> None:

@@ -1,52 +1,19 @@
 """The plugin is installed and enabled, yet torch is imported only when a rerank runs.
 
-A meta-path finder records every *attempt* to import a heavy module (as the core's
-tests/test_startup.py does), in a fresh process per command.
+groove_core.testing.heavy_imports records every *attempt* to import a heavy module, in a
+fresh process per command.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-HEAVY = ("torch", "transformers", "sentence_transformers", "FlagEmbedding")
-
-PROBE = """
-import json, sys
-attempted = set()
-class Spy:
-    def find_spec(self, name, path=None, target=None):
-        if name.split(".")[0] in {heavy!r}:
-            attempted.add(name.split(".")[0])
-        return None
-sys.meta_path.insert(0, Spy())
-from groove_core.cli import main
-code = 0
-try:
-    main({argv!r})
-except SystemExit as exit:
-    code = exit.code or 0
-heavy = sorted(attempted | {{m for m in {heavy!r} if m in sys.modules}})
-print("\\n" + json.dumps({{"heavy": heavy, "code": code}}), file=sys.stderr)
-"""
+from groove_core.testing import heavy_imports
 
 
 def _run(argv: list[str], cwd: Path) -> tuple[list[str], int, str]:
     """Heavy modules the command tried to import, its exit status, and its stderr."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    proc = subprocess.run(
-        [sys.executable, "-c", PROBE.format(argv=argv, heavy=HEAVY)],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=env,
-        timeout=120,
-    )
-    report = json.loads(proc.stderr.strip().splitlines()[-1])
-    return report["heavy"], report["code"], proc.stderr
+    return heavy_imports(argv, cwd)
 
 
 def _kb(tmp_path: Path, model: str) -> Path:
