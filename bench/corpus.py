@@ -1,9 +1,10 @@
 """Synthesize realistic Markdown knowledge bases of a given chunk count from real text.
 
-The paragraphs come from the shared evaluation collections (Japanese JSQuAD paragraphs,
-English XQuAD paragraphs and Cranfield abstracts); each generated file is a note with front
-matter, a title and several headed sections, so chunking, FTS and vectors all see real
-language. Replicas carry a distinct line so that no two chunks are byte-identical.
+The paragraphs come from the committed evaluation collections in evaldata/ (Japanese
+JSQuAD paragraphs, English XQuAD paragraphs and Cranfield abstracts); each generated file is
+a note with front matter, a title and several headed sections, so chunking, FTS and vectors
+all see real language. Replicas carry a distinct line so that no two chunks are
+byte-identical.
 
     .venv/bin/python bench/corpus.py 10000 /tmp/groove-bench/10k
 """
@@ -16,13 +17,15 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: evaldata
+from evaldata import EVALDATA
+
 SECTIONS_PER_FILE = 8
 _FRONT_MATTER = re.compile(r"\A---\n.*?\n---\n", re.DOTALL)
 
 
 def paragraphs() -> list[tuple[str, str]]:
-    """(language, paragraph) from the shared collections, front matter and headings removed."""
+    """(language, paragraph) from those collections, front matter and headings removed."""
     out: list[tuple[str, str]] = []
     for collection, lang in (
         ("jsquad-ja-para", "ja"),

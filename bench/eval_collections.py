@@ -1,12 +1,12 @@
-"""Index the shared evaluation collections into a scratch folder and run `groove eval --ablate`.
+"""Index the committed evaluation collections into a scratch folder and run `groove eval --ablate`.
 
 Usage (from the repository root)::
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/eval_collections.py \
-        [--work DIR] [--evaldata ../shared/evaldata] [--json results.json]
+        [--work DIR] [--evaldata evaldata] [--json results.json]
 
 Each collection's ``docs/`` and golden files are copied to ``<work>/<collection>/`` (the
-shared folder is never written to), indexed once with the configured default embedder
+committed folder is never written to), indexed once with the configured default embedder
 (later runs reuse the index: `groove index` only embeds changed files), then every golden
 file is evaluated with ``--ablate``. The output is the Markdown table of docs/eval.md, with
 the reference hybrid's nDCG@10 beside groove's.
@@ -101,7 +101,7 @@ def table(results: dict[tuple[str, str], list[dict[str, object]]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "groove-eval")
-    parser.add_argument("--evaldata", type=Path, default=ROOT.parent / "shared" / "evaldata")
+    parser.add_argument("--evaldata", type=Path, default=ROOT / "evaldata")
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     args = parser.parse_args()
     results: dict[tuple[str, str], list[dict[str, object]]] = {}

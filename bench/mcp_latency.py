@@ -4,7 +4,7 @@ Usage::
 
     .venv/bin/python bench/mcp_latency.py [--collection DIR] [--queries N] [--limit K]
 
-The collection (default: jsquad-ja-para from the shared evaluation data) is read where it
+The collection (default: jsquad-ja-para from evaldata/) is read where it
 is; its index goes to ``--index-dir`` (default ``<temp dir>/groove-bench-<name>``) through a
 generated groove.toml with ``[index] path``, so nothing is written into the collection and
 a second run reuses the index. The default embedder is used (USE multilingual, as served).
@@ -29,7 +29,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_COLLECTION = ROOT.parent / "shared" / "evaldata" / "jsquad-ja-para"
+DEFAULT_COLLECTION = ROOT / "evaldata" / "jsquad-ja-para"
 WARMUP = 10
 
 

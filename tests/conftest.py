@@ -8,7 +8,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
 
 NOTES = {
     "guide/install.md": (

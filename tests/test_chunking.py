@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from evaldata import EVALDATA
 from groove_core.chunking import Chunk, ParsedDocument, estimate_tokens, parse_markdown
 
-EVALDATA = Path(__file__).parents[1] / ".." / "shared" / "evaldata"
 VUE_TREES = [EVALDATA / "md-vue-docs-en" / "docs", EVALDATA / "md-vue-docs-ja" / "docs"]
 
 

@@ -11,11 +11,11 @@ import threading
 import time
 from pathlib import Path
 
+from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.store import Store, check_consistency
 from groove_core.testing import make_kb
 
-EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
 QUERIES = ("梅雨の時期", "選挙制度の改革", "日本の歴史", "気象庁の発表", "文化と芸術 -短い")
 
 

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from evaldata import EVALDATA
 from groove_core.evaluation.golden import GoldenError, load_golden, resolve
-
-EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
 
 
 def _write(path: Path, *records: object) -> Path:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pysqlite3.dbapi2 as sqlite3
 import pytest
 
+from evaldata import EVALDATA
 from groove_core.query import (
     MAX_PHRASES,
     ParsedQuery,
@@ -18,8 +19,6 @@ from groove_core.query import (
     normalize,
     parse_query,
 )
-
-EVALDATA = Path(__file__).parents[1] / ".." / "shared" / "evaldata"
 
 
 def _fts() -> sqlite3.Connection:

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.store import Store, check_consistency
 from groove_core.testing import make_kb, open_kb
 
-EVALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "evaldata"
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 
 

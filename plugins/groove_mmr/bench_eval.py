@@ -38,7 +38,7 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 from groove_core.app import Groove
 
-EVALDATA = Path(__file__).resolve().parents[3] / "shared" / "evaldata"
+EVALDATA = Path(__file__).resolve().parents[2] / "evaldata"
 CONFIGS: dict[str, dict[str, bool]] = {
     "baseline": {},
     "mmr": {"mmr": True},
