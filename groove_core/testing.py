@@ -13,7 +13,9 @@ of its stage (see docs/plugins.md); they raise AssertionError naming what broke.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -231,3 +233,36 @@ def heavy_imports(
     )
     report = json.loads(proc.stderr.strip().splitlines()[-1])
     return list(report["imported"]), int(report["code"]), proc.stderr
+
+
+def cost_ratio(
+    numerator: Callable[[], object],
+    denominator: Callable[[], object],
+    *,
+    rounds: int = 7,
+    repeat: int = 3,
+) -> float:
+    """How many times ``numerator`` costs ``denominator``, robustly on a busy machine.
+
+    Cost is this thread's CPU time, not wall time: on a loaded machine a call that takes
+    longer than a scheduler time slice is preempted almost every time while a short one
+    rarely is, so wall-clock ratios grow with the load (a 20x ratio read 36x beside other
+    work). CPU time does not, so measure work done in this thread (SQLite, numpy and the
+    like run in the calling thread). The sides run interleaved, each round takes the best of
+    ``repeat`` runs of each side, and the answer is the median of the rounds' ratios: a
+    burst on one side moves one round, a real regression moves every round. Guard
+    performance with this, never with absolute times.
+    """
+    ratios = []
+    for _ in range(rounds):
+        ratios.append(_best_time(numerator, repeat) / _best_time(denominator, repeat))
+    return statistics.median(ratios)
+
+
+def _best_time(fn: Callable[[], object], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        started = time.thread_time()
+        fn()
+        best = min(best, time.thread_time() - started)
+    return max(best, 1e-9)

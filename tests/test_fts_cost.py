@@ -5,7 +5,6 @@ Worst case: every phrase matches every row, so bm25 scores every row before LIMI
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,7 +12,7 @@ import pytest
 
 from groove_core.query import MAX_PHRASES, parse_query
 from groove_core.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
-from groove_core.testing import open_kb
+from groove_core.testing import cost_ratio, open_kb
 
 # 32 distinct words of 5+ letters: each compiles to exactly one phrase.
 WORDS = [
@@ -36,15 +35,6 @@ def _corpus(tmp_path: Path, rows: int) -> Store:
     return store
 
 
-def _best_of(fn: Callable[[], object], runs: int = 5) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
-
-
 def _ranked(store: Store, expr: str) -> Callable[[], object]:
     return lambda: store.conn.execute(FTS_RANKED_SQL, (2.0, 1.0, 1.0, expr, 50)).fetchall()
 
@@ -55,33 +45,59 @@ def corpora(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Store]:
     return {rows: _corpus(tmp, rows) for rows in (1500, 6000)}
 
 
-def test_32_phrase_or_stays_within_a_small_multiple_of_one_phrase(
-    corpora: dict[int, Store],
-) -> None:
+# The seed measured ~10x at every size; about 20x here (CPU time, at both sizes and whether
+# the machine is idle or loaded: see cost_ratio). Wall-clock ratios read 36-56x under load.
+WIDE_OVER_ONE_LIMIT = 30
+
+
+def _expressions() -> tuple[str, str]:
     one = parse_query(WORDS[0]).match_expr
     many = parse_query(" ".join(WORDS)).match_expr
     assert one is not None and many is not None
     assert many.count(" OR ") == MAX_PHRASES - 1
-    times = {
-        rows: (_best_of(_ranked(store, one)), _best_of(_ranked(store, many)))
-        for rows, store in corpora.items()
-    }
-    for single, wide in times.values():
-        # The seed measured ~10x at every size; 30x leaves room for a noisy machine.
-        assert wide / single < 30, times
+    return one, many
+
+
+def test_32_phrase_or_stays_within_a_small_multiple_of_one_phrase(
+    corpora: dict[int, Store],
+) -> None:
+    one, many = _expressions()
+    for rows, store in corpora.items():
+        ratio = cost_ratio(_ranked(store, many), _ranked(store, one))
+        assert ratio < WIDE_OVER_ONE_LIMIT, (rows, ratio)
+
+
+def test_the_wide_query_guard_fails_when_the_cost_really_regresses(
+    corpora: dict[int, Store],
+) -> None:
+    # The guard above must be able to fail: the same measurement when the wide query costs
+    # twice what it does today (it runs twice) lands above the limit.
+    one, many = _expressions()
+    store = corpora[1500]
+    ranked = _ranked(store, many)
+
+    def regressed() -> None:
+        for _ in range(2):
+            ranked()
+
+    assert cost_ratio(regressed, _ranked(store, one)) > WIDE_OVER_ONE_LIMIT
+
+
+def test_fts_cost_grows_with_the_rows_matched(corpora: dict[int, Store]) -> None:
     # Both grow with the rows matched (4x the rows), not with anything else.
-    (s_small, w_small), (s_big, w_big) = times[1500], times[6000]
-    assert 2.0 < s_big / s_small < 8.0, times
-    assert 2.0 < w_big / w_small < 8.0, times
+    one, many = _expressions()
+    small, big = corpora[1500], corpora[6000]
+    for expr in (one, many):
+        ratio = cost_ratio(_ranked(big, expr), _ranked(small, expr))
+        assert 2.0 < ratio < 8.0, (expr[:20], ratio)
 
 
 def test_exclusion_id_scan_is_cheaper_than_the_ranked_query(corpora: dict[int, Store]) -> None:
     store = corpora[6000]
     negative = parse_query("zzz -alpha -bravo").negative_expr
     assert negative is not None
-    scan = _best_of(lambda: store.conn.execute(FTS_IDS_SQL, (negative,)).fetchall())
-    ranked = _best_of(_ranked(store, negative))
-    assert scan < ranked, (scan, ranked)
+    scan = lambda: store.conn.execute(FTS_IDS_SQL, (negative,)).fetchall()  # noqa: E731
+    assert cost_ratio(scan, _ranked(store, negative)) < 1.0
 
 
 def test_queries_without_exclusions_never_run_the_scan(

@@ -62,7 +62,9 @@ def test_watcher_follows_create_edit_rename_delete(tmp_path: Path) -> None:
 
 def test_a_burst_of_saves_is_one_reindex(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
-    watcher = Watcher(Groove.open(kb), interval=0.05, debounce=0.4)
+    # The debounce is far longer than the gaps between the saves, so that a loaded machine
+    # stretching a 0.05 s sleep cannot split the burst in two.
+    watcher = Watcher(Groove.open(kb), interval=0.05, debounce=1.0)
     thread = watcher.start()
     try:
         _wait_for(lambda: watcher.runs == 1)
@@ -71,7 +73,7 @@ def test_a_burst_of_saves_is_one_reindex(tmp_path: Path) -> None:
             (kb / "a.md").write_text(f"# A\n\nversion {i}\n", encoding="utf-8")
             time.sleep(0.05)
         _wait_for(lambda: watcher.runs == 2)
-        time.sleep(0.6)
+        time.sleep(1.5)
         assert watcher.runs == 2
     finally:
         watcher.stop.set()

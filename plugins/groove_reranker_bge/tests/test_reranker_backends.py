@@ -62,7 +62,9 @@ def test_an_offline_hub_name_fails_fast_naming_the_model() -> None:
     start = time.perf_counter()
     with pytest.raises(RerankerError) as err:
         get_model(key)
-    assert time.perf_counter() - start < 1.0
+    # A hang guard, not a speed guard: without the offline check the hub client retries for
+    # about 70 s. Well under that even on a loaded machine (about 0.1 s idle).
+    assert time.perf_counter() - start < 20.0
     message = str(err.value)
     assert "'BAAI/bge-reranker-v2-m3'" in message and "HF_HUB_OFFLINE" in message
     assert "huggingface-cli download BAAI/bge-reranker-v2-m3" in message
