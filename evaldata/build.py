@@ -1,0 +1,321 @@
+#!/usr/bin/env python3
+"""Rebuild the evaluation collections under ``evaldata/`` from their public sources.
+
+Standard library only. The raw source files are not in the repository: download them
+yourself (see ``--help`` and ``evaldata/README.md``), put them in one folder and run::
+
+    python evaldata/build.py --raw RAW --out OUT            # every collection
+    python evaldata/build.py --raw RAW --out OUT --only xquad-en-para
+    python evaldata/build.py --check OUT                     # compare OUT with evaldata/
+
+Every raw file is checked against the sha256 recorded in the collection's ``SOURCE.md``
+before anything is written; a mismatch stops the build. The conversion rules are the ones
+each ``SOURCE.md`` documents; the output is byte for byte the committed collection.
+``SOURCE.md`` itself is hand-written documentation and is not generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import hashlib
+import json
+import re
+import sys
+import unicodedata
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+EVALDATA = Path(__file__).resolve().parent
+
+# ---------------------------------------------------------------------------------------------
+# Where the raw files come from. ``files`` maps the name the file must have in the --raw folder
+# to (path in the repository at that commit, sha256 of its bytes). For the Vue trees the raw
+# entry is a folder (a checkout of the repository at that commit, or its GitHub archive
+# unpacked); ``tree_sha256`` is the sha256 of the manifest described in ``tree_digest``.
+# ---------------------------------------------------------------------------------------------
+
+SOURCES: dict[str, dict] = {
+    "jsquad-ja-para": {
+        "repo": "yahoojapan/JGLUE",
+        "commit": "6f071c09316baae89c3d083a90985b4b1cb9968c",
+        "files": {
+            "jsquad-valid-v1.3.json": (
+                "datasets/jsquad-v1.3/valid-v1.3.json",
+                "fb0a57a35281ff03bbe7f0e878cff5b577985fbe6fcb242e7e8ddb63d1c0ab11",
+            ),
+        },
+    },
+    "xquad-en-para": {
+        "repo": "google-deepmind/xquad",
+        "commit": "60cac411649156efb6aab9dd4c9cde787a2c0345",
+        "files": {
+            "xquad.en.json": (
+                "xquad.en.json",
+                "e4c57d1c9143aaa1c5d265ba5987a65f4e69528d2a98f29d6e75019b10344f29",
+            ),
+        },
+    },
+    "cranfield-en": {
+        "repo": "DrDesignX/Simple_IR",
+        "commit": "e18aea0dd1761074e1721675f51f251f368cd808",
+        "files": {
+            "cran.all.1400": (
+                "cran.all.1400",
+                "b234544b6ceccd131520df4a3cb6d42aee6576eb577933d047e722bbfe7b0b09",
+            ),
+            "cran.qry": (
+                "cran.qry",
+                "bd65642599ac35409bd3941f37c171fb089bc290386863153d708f4394c9f344",
+            ),
+            "cranqrel": (
+                "cranqrel",
+                "149999bde29b890eb046325222d35afdbea40f652afee17a1f774356cf8e0911",
+            ),
+            "cranqrel.readme": (
+                "cranqrel.readme",
+                "8f4cb2e60ab2324bb3ad980bdc8b9cf6a9b98a08d097d90a351485dd6e25433f",
+            ),
+        },
+    },
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+# ---------------------------------------------------------------------------------------------
+
+
+class BuildError(Exception):
+    """A raw file is missing or is not the one the collection was built from."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def verify_files(name: str, raw: Path) -> None:
+    src = SOURCES[name]
+    for fname, (repo_path, want) in src["files"].items():
+        path = raw / fname
+        if not path.is_file():
+            raise BuildError(
+                f"{name}: missing raw file {path} "
+                f"(= {repo_path} of github.com/{src['repo']} at {src['commit']})"
+            )
+        got = sha256_file(path)
+        if got != want:
+            raise BuildError(f"{name}: {path} has sha256 {got}, expected {want}")
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_stats(path: Path, stats: dict) -> None:
+    # indent=1, no trailing newline: the committed layout
+    write_text(path, json.dumps(stats, ensure_ascii=False, indent=1))
+
+
+def sample_key(question_id: str) -> str:
+    """Deterministic sampling order: sha1("evaldata-v1:" + question id)."""
+    return hashlib.sha1(("evaldata-v1:" + question_id).encode("utf-8")).hexdigest()
+
+
+def normalise(text: str) -> str:
+    """NFKC, lower-case, punctuation, symbols, spaces and underscores removed.
+
+    Only letters, digits and combining marks that Python counts as word characters stay
+    (``re.sub(r"[\\W_]", "", ...)``).
+    """
+    return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", text).lower())
+
+
+def trigrams(text: str) -> set[str]:
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def trigram_overlap(query: str, doc_text: str) -> float:
+    """Share of the query's distinct character trigrams (after ``normalise``) found in doc."""
+    q = trigrams(normalise(query))
+    if not q:
+        return 0.0
+    d = trigrams(normalise(doc_text))
+    return round(len(q & d) / len(q), 4)
+
+
+# The stop words of ``word_overlap`` (English collections only).
+STOP_WORDS = frozenset(
+    """a about after an and are as at be been before being by can could did do does during
+    for from has have how in into is it its no not of on or over than that the there these
+    this those to under was were what when where which who whom whose why will with would""".split()
+)
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", text).lower())
+
+
+def word_overlap(query: str, doc_text: str) -> float:
+    """Share of the query's non-stop-word words (with repeats) that occur as words in doc."""
+    q = [w for w in words(query) if w not in STOP_WORDS]
+    if not q:
+        return 0.0
+    d = set(words(doc_text))
+    return round(sum(1 for w in q if w in d) / len(q), 4)
+
+
+def percentile20(values: list[float]) -> float:
+    s = sorted(values)
+    return s[int(0.2 * len(s))]
+
+
+def mean4(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+_BLOCK_START = re.compile(r"^(?:#|>|<|[-+*](?:\s|$)|\d+[.)](?:\s|$)|```|~~~)")
+
+
+def escape_block_syntax(paragraph: str) -> str:
+    """Prefix a backslash to lines that Markdown would read as block syntax."""
+    return "\n".join("\\" + ln if _BLOCK_START.match(ln) else ln for ln in paragraph.split("\n"))
+
+
+# ---------------------------------------------------------------------------------------------
+# SQuAD-style collections (JSQuAD, XQuAD): one doc per paragraph
+# ---------------------------------------------------------------------------------------------
+
+SQUAD = {
+    "jsquad-ja-para": {"raw": "jsquad-valid-v1.3.json", "lang": "ja"},
+    "xquad-en-para": {"raw": "xquad.en.json", "lang": "en"},
+}
+
+
+def paragraph_doc(title: str, index: int, para: dict, lang: str) -> str:
+    """``docs/<article id>-pNN.md`` for one paragraph.
+
+    JSQuAD question ids are ``a<page id>p<paragraph>q<question>``: the article id and the
+    paragraph number come from them (the source lists paragraphs in string order of that
+    number, p0, p1, p10, p11, ...). XQuAD ids are opaque: the article id is the title with
+    every run of other characters than ASCII letters and digits made one "-", and the
+    paragraph number is the position in the article.
+    """
+    if lang == "ja":
+        found = {re.fullmatch(r"(a\d+)p(\d+)q\d+", qa["id"]) for qa in para["qas"]}
+        keys = {(m.group(1), int(m.group(2))) for m in found if m}
+        if len(keys) != 1 or None in found:
+            raise BuildError(f"unexpected JSQuAD question ids in {title!r} paragraph {index}")
+        aid, number = keys.pop()
+        return f"docs/{aid}-p{number:02d}.md"
+    aid = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-")
+    return f"docs/{aid}-p{index:02d}.md"
+
+
+def build_squad(name: str, raw: Path, out: Path) -> None:
+    spec = SQUAD[name]
+    lang = spec["lang"]
+    data = json.loads((raw / spec["raw"]).read_text(encoding="utf-8"))["data"]
+    root = out / name
+    docs: dict[str, str] = {}
+    questions = []  # (id, question, answers, doc path, title + paragraph text)
+    n_paragraphs = 0
+    for article in data:
+        title = article["title"].replace("_", " ")
+        for i, para in enumerate(article["paragraphs"]):
+            context = para["context"]
+            if " [SEP] " in context:  # JSQuAD contexts are "<title> [SEP] <paragraph>"
+                context = context.split(" [SEP] ", 1)[1]
+            context = context.strip()
+            rel = paragraph_doc(article["title"], i, para, lang)
+            docs[rel] = f"# {title}\n\n{escape_block_syntax(context)}\n"
+            n_paragraphs += 1
+            for qa in para["qas"]:
+                answers = sorted({a["text"] for a in qa["answers"]})
+                questions.append((qa["id"], qa["question"].strip(), answers, rel, title + " " + context))
+
+    counts: dict[str, int] = {}
+    for q in questions:
+        key = normalise(q[1])
+        counts[key] = counts.get(key, 0) + 1
+    pool = []
+    for qid, text, answers, rel, doc_text in questions:
+        key = normalise(text)
+        if counts[key] > 1 or len(key) < 4:
+            continue
+        row = {
+            "query": text,
+            "expected": [rel],
+            "id": qid,
+            "answers": answers,
+            "trigram_overlap": trigram_overlap(text, doc_text),
+        }
+        if lang == "en":
+            row["word_overlap"] = word_overlap(text, doc_text)
+        pool.append(row)
+    threshold = percentile20([r["trigram_overlap"] for r in pool])
+    for r in pool:
+        r["hard"] = r["trigram_overlap"] <= threshold
+    pool.sort(key=lambda r: r["id"])
+    by_sample = sorted(pool, key=lambda r: sample_key(r["id"]))
+    golden = sorted(by_sample[:300], key=lambda r: r["id"])
+    hard = sorted([r for r in by_sample if r["hard"]][:150], key=lambda r: r["id"])
+
+    for rel, text in docs.items():
+        write_text(root / rel, text)
+    write_jsonl(root / "golden-all.jsonl", pool)
+    write_jsonl(root / "golden.jsonl", golden)
+    write_jsonl(root / "golden-hard.jsonl", hard)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "unit": "paragraph",
+            "docs": len(docs),
+            "articles": len(data),
+            "paragraphs": n_paragraphs,
+            "questions_in_source": len(questions),
+            "pool_after_filter": len(pool),
+            "hard_threshold_trigram_overlap_p20": threshold,
+            "hard_in_pool": sum(r["hard"] for r in pool),
+            "golden": len(golden),
+            "golden_hard_in_golden": sum(r["hard"] for r in golden),
+            "golden_hard_file": len(hard),
+            "mean_overlap_golden": mean4([r["trigram_overlap"] for r in golden]),
+            "mean_overlap_hard": mean4([r["trigram_overlap"] for r in hard]),
+        },
+    )
+
+
+BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
+    "jsquad-ja-para": build_squad,
+    "xquad-en-para": build_squad,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--raw", type=Path, help="folder holding the raw source files")
+    ap.add_argument("--out", type=Path, help="folder to write the collections into")
+    ap.add_argument("--only", choices=sorted(BUILDERS), action="append", help="build only this")
+    args = ap.parse_args(argv)
+    names = args.only or sorted(BUILDERS)
+    for name in names:
+        verify_files(name, args.raw)
+        BUILDERS[name](name, args.raw, args.out)
+        print(f"built {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
