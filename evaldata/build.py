@@ -158,7 +158,8 @@ def trigram_overlap(query: str, doc_text: str) -> float:
 STOP_WORDS = frozenset(
     """a about after an and are as at be been before being by can could did do does during
     for from has have how in into is it its no not of on or over than that the there these
-    this those to under was were what when where which who whom whose why will with would""".split()
+    should this those to under was were what when where which who whom whose why will with
+    would""".split()
 )
 
 
@@ -297,7 +298,120 @@ def build_squad(name: str, raw: Path, out: Path) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# Cranfield (SMART format): one doc per abstract, all judged queries
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_smart(text: str) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """``.I <id>`` records of ``.X`` fields; a field may repeat (docs 240, 576, 578 do)."""
+    records: list[tuple[str, list[tuple[str, list[str]]]]] = []
+    for line in text.split("\n"):
+        m = re.fullmatch(r"\.I (\S+)", line)
+        if m:
+            records.append((m.group(1), []))
+            continue
+        m = re.fullmatch(r"\.([A-Z])", line)
+        if m:
+            records[-1][1].append((m.group(1), []))
+            continue
+        if records and records[-1][1]:
+            records[-1][1][-1][1].append(line)
+    return records
+
+
+def join_lines(lines: Iterable[str]) -> str:
+    return " ".join(" ".join(lines).split())
+
+
+def cran_paragraphs(fields: list[tuple[str, list[str]]]) -> list[str]:
+    """The .W text: every .W field starts a paragraph, and so does a line indented 2+ spaces."""
+    paras: list[list[str]] = []
+    for tag, lines in fields:
+        if tag != "W":
+            continue
+        paras.append([])
+        for line in lines:
+            if line.startswith("  ") and paras[-1]:
+                paras.append([])
+            paras[-1].append(line)
+    return [p for p in (join_lines(lines) for lines in paras) if p]
+
+
+def build_cranfield(name: str, raw: Path, out: Path) -> None:
+    root = out / name
+    docs_text: dict[str, str] = {}  # doc path -> the text overlaps are computed against
+    for doc_id, fields in parse_smart((raw / "cran.all.1400").read_text(encoding="utf-8")):
+        def field(tag: str, fields=fields) -> str:
+            return join_lines(ln for t, lines in fields if t == tag for ln in lines)
+
+        title = field("T")
+        paras = cran_paragraphs(fields)
+        # The abstract opens with a copy of the title: drop it (once) where more text follows.
+        if title and len(paras) > 1 and paras[0].startswith(title):
+            paras[0] = paras[0][len(title) :].strip()
+            paras = [p for p in paras if p]
+        if title.endswith(" ."):
+            title = title[:-2]
+        head = ["---", f"cranfield_id: {json.dumps(doc_id)}"]
+        for key, tag in (("author", "A"), ("bibliography", "B")):
+            value = field(tag)
+            if value:
+                head.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+        head.append("---")
+        heading = title or f"Cranfield document {doc_id}"
+        body = "\n\n".join(paras) if paras else "(no abstract)"
+        markdown = f"# {heading}\n\n{body}\n"
+        rel = f"docs/cran-{int(doc_id):04d}.md"
+        docs_text[rel] = markdown  # overlaps: heading + abstract, not the front matter
+        write_text(root / rel, "\n".join(head) + "\n\n" + markdown)
+
+    queries = parse_smart((raw / "cran.qry").read_text(encoding="utf-8"))
+    judged: dict[int, list[tuple[str, int]]] = {}
+    for line in (raw / "cranqrel").read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        qnum, docnum, code = int(parts[0]), int(parts[1]), int(parts[2])
+        if 1 <= code <= 4:
+            judged.setdefault(qnum, []).append((f"docs/cran-{docnum:04d}.md", code))
+    rows = []
+    for position, (source_id, fields) in enumerate(queries, start=1):
+        text = join_lines(ln for t, lines in fields if t == "W" for ln in lines)
+        if text.endswith(" ."):
+            text = text[:-2] + "."
+        rels = judged.get(position, [])
+        codes = dict(rels)
+        expected = [p for p, _ in sorted(rels, key=lambda pc: (pc[1], pc[0]))]
+        rows.append(
+            {
+                "query": text,
+                "expected": expected,
+                "id": f"cran-q{position:03d}",
+                "source_query_id": source_id,
+                "cleverdon_code": codes,
+                "trigram_overlap": max(trigram_overlap(text, docs_text[p]) for p in expected),
+                "word_overlap": max(word_overlap(text, docs_text[p]) for p in expected),
+            }
+        )
+    write_jsonl(root / "golden.jsonl", rows)
+    pairs = sum(len(r["expected"]) for r in rows)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "docs": len(docs_text),
+            "queries": len(rows),
+            "relevant_pairs": pairs,
+            "mean_relevant_per_query": round(pairs / len(rows), 2),
+            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
+            "queries_in_source": len(queries),
+        },
+    )
+
+
 BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
+    "cranfield-en": build_cranfield,
     "jsquad-ja-para": build_squad,
     "xquad-en-para": build_squad,
 }
