@@ -17,7 +17,6 @@ each ``SOURCE.md`` documents; the output is byte for byte the committed collecti
 from __future__ import annotations
 
 import argparse
-import filecmp
 import hashlib
 import json
 import re
@@ -78,7 +77,24 @@ SOURCES: dict[str, dict] = {
             ),
         },
     },
+    "md-vue-docs-en": {
+        "repo": "vuejs/docs",
+        "commit": "01e098a967951ea92d09b100b8e7d82c7a3369a2",
+        "tree": "vuejs-docs",
+        "repo_dir": "vuejs+docs",
+        "lang": "en",
+        "tree_sha256": "43b724ccf26a4998f2cbdbf3043d8d178d4032bdc996a960a1cd178992858d7d",
+    },
+    "md-vue-docs-ja": {
+        "repo": "vuejs-translations/docs-ja",
+        "commit": "c627102bfabf8bc5ecaa6eb763b965a0a5d43a5b",
+        "tree": "vuejs-docs-ja",
+        "repo_dir": "vuejs-translations+docs-ja",
+        "lang": "ja",
+        "tree_sha256": "4a09a186ed2616211ca7fc6721eb6c1d30c801917587d008b0659ce045d7008f",
+    },
 }
+VUE_PREFIX = "src/"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -98,8 +114,41 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def markdown_files(tree: Path) -> list[str]:
+    """Every ``*.md`` under ``tree`` as a "/"-separated relative path, in code-point order."""
+    return sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.md") if p.is_file())
+
+
+def tree_digest(tree: Path) -> str:
+    """sha256 of the manifest ``"<sha256>  <relative path>\\n"`` of every ``*.md``, path order.
+
+    The same as ``(cd TREE && find . -name '*.md' -type f | sed 's|^\\./||' | LC_ALL=C sort |
+    xargs sha256sum) | sha256sum``.
+    """
+    manifest = "".join(f"{sha256_file(tree / rel)}  {rel}\n" for rel in markdown_files(tree))
+    return hashlib.sha256(manifest.encode("utf-8")).hexdigest()
+
+
+def verify_tree(name: str, raw: Path) -> None:
+    src = SOURCES[name]
+    tree = raw / src["tree"] / VUE_PREFIX
+    if not tree.is_dir():
+        raise BuildError(
+            f"{name}: missing {tree} (a checkout of github.com/{src['repo']} at {src['commit']})"
+        )
+    got = tree_digest(tree)
+    if got != src["tree_sha256"]:
+        raise BuildError(
+            f"{name}: the *.md files under {tree} have tree digest {got}, expected "
+            f"{src['tree_sha256']} (is the checkout at {src['commit']}?)"
+        )
+
+
 def verify_files(name: str, raw: Path) -> None:
     src = SOURCES[name]
+    if "tree" in src:
+        verify_tree(name, raw)
+        return
     for fname, (repo_path, want) in src["files"].items():
         path = raw / fname
         if not path.is_file():
@@ -155,12 +204,15 @@ def trigram_overlap(query: str, doc_text: str) -> float:
 
 
 # The stop words of ``word_overlap`` (English collections only).
-STOP_WORDS = frozenset(
-    """a about after an and are as at be been before being by can could did do does during
-    for from has have how in into is it its no not of on or over than that the there these
-    should this those to under was were what when where which who whom whose why will with
-    would""".split()
-)
+# fmt: off
+STOP_WORDS = frozenset({
+    "a", "about", "after", "an", "and", "are", "as", "at", "be", "been", "before", "being",
+    "by", "can", "could", "did", "do", "does", "during", "for", "from", "has", "have", "how",
+    "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "over", "should", "than",
+    "that", "the", "there", "these", "this", "those", "to", "under", "was", "were", "what",
+    "when", "where", "which", "who", "whom", "whose", "why", "will", "with", "would",
+})
+# fmt: on
 
 
 def words(text: str) -> list[str]:
@@ -243,7 +295,8 @@ def build_squad(name: str, raw: Path, out: Path) -> None:
             n_paragraphs += 1
             for qa in para["qas"]:
                 answers = sorted({a["text"] for a in qa["answers"]})
-                questions.append((qa["id"], qa["question"].strip(), answers, rel, title + " " + context))
+                question = qa["question"].strip()
+                questions.append((qa["id"], question, answers, rel, title + " " + context))
 
     counts: dict[str, int] = {}
     for q in questions:
@@ -324,6 +377,11 @@ def join_lines(lines: Iterable[str]) -> str:
     return " ".join(" ".join(lines).split())
 
 
+def smart_field(fields: list[tuple[str, list[str]]], tag: str) -> str:
+    """All lines of every ``.<tag>`` field, joined by single spaces."""
+    return join_lines(line for t, lines in fields if t == tag for line in lines)
+
+
 def cran_paragraphs(fields: list[tuple[str, list[str]]]) -> list[str]:
     """The .W text: every .W field starts a paragraph, and so does a line indented 2+ spaces."""
     paras: list[list[str]] = []
@@ -342,10 +400,7 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
     root = out / name
     docs_text: dict[str, str] = {}  # doc path -> the text overlaps are computed against
     for doc_id, fields in parse_smart((raw / "cran.all.1400").read_text(encoding="utf-8")):
-        def field(tag: str, fields=fields) -> str:
-            return join_lines(ln for t, lines in fields if t == tag for ln in lines)
-
-        title = field("T")
+        title = smart_field(fields, "T")
         paras = cran_paragraphs(fields)
         # The abstract opens with a copy of the title: drop it (once) where more text follows.
         if title and len(paras) > 1 and paras[0].startswith(title):
@@ -355,7 +410,7 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
             title = title[:-2]
         head = ["---", f"cranfield_id: {json.dumps(doc_id)}"]
         for key, tag in (("author", "A"), ("bibliography", "B")):
-            value = field(tag)
+            value = smart_field(fields, tag)
             if value:
                 head.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
         head.append("---")
@@ -377,7 +432,7 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
             judged.setdefault(qnum, []).append((f"docs/cran-{docnum:04d}.md", code))
     rows = []
     for position, (source_id, fields) in enumerate(queries, start=1):
-        text = join_lines(ln for t, lines in fields if t == "W" for ln in lines)
+        text = smart_field(fields, "W")
         if text.endswith(" ."):
             text = text[:-2] + "."
         rels = judged.get(position, [])
@@ -410,7 +465,129 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
     )
 
 
+# ---------------------------------------------------------------------------------------------
+# Vue.js documentation trees: copied unchanged; ja also gets the en->ja title set
+# ---------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+_HEADING = re.compile(r"(#{1,6})\s")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+
+
+def markdown_headings(text: str) -> tuple[list[tuple[int, str]], int]:
+    """ATX headings outside fenced code as (level, line), and the number of fenced blocks.
+
+    A fence is a line that starts (after any indentation) with ``` or ~~~; it is closed by the
+    next line that starts with the same character. Front matter is not skipped (no Vue page
+    has a heading-like line in it); a file that starts with a BOM has no heading on line 1.
+    """
+    heads: list[tuple[int, str]] = []
+    fences = 0
+    fence_char = ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line.lstrip())
+        if fence_char:
+            if m and m.group(1)[0] == fence_char:
+                fence_char = ""
+            continue
+        if m:
+            fences += 1
+            fence_char = m.group(1)[0]
+            continue
+        h = _HEADING.match(line)
+        if h:
+            heads.append((len(h.group(1)), line))
+    return heads, fences
+
+
+def h1_query(line: str) -> str:
+    """The text of a ``# `` heading: anchor ``{#...}``, HTML tags and backslashes removed."""
+    text = re.sub(r"\s*\{#[^}]*\}\s*$", "", line[2:])
+    text = re.sub(r"<[^>]*>", " ", text).replace("\\", "")
+    return " ".join(text.split())
+
+
+def build_vue(name: str, raw: Path, out: Path) -> None:
+    src = SOURCES[name]
+    tree = raw / src["tree"] / VUE_PREFIX
+    root = out / name
+    files = markdown_files(tree)
+    stats = {
+        "files": 0,
+        "bytes": 0,
+        "missing_blobs": 0,
+        "with_front_matter": 0,
+        "headings": 0,
+        "h1": 0,
+        "h2": 0,
+        "h3_plus": 0,
+        "fenced_code_blocks": 0,
+        "max_heading_depth": 0,
+        "files_with_kana": 0,
+        "largest_file_bytes": 0,
+    }
+    for rel in files:
+        data = (tree / rel).read_bytes()
+        target = root / "docs" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        text = data.decode("utf-8")
+        heads, fences = markdown_headings(text)
+        levels = [level for level, _ in heads]
+        stats["files"] += 1
+        stats["bytes"] += len(data)
+        stats["largest_file_bytes"] = max(stats["largest_file_bytes"], len(data))
+        stats["with_front_matter"] += text.startswith("---\n")
+        stats["headings"] += len(levels)
+        stats["h1"] += levels.count(1)
+        stats["h2"] += levels.count(2)
+        stats["h3_plus"] += sum(1 for lv in levels if lv >= 3)
+        stats["fenced_code_blocks"] += fences
+        stats["max_heading_depth"] = max([stats["max_heading_depth"], *levels])
+        stats["files_with_kana"] += bool(_KANA.search(text))
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "repo_dir": src["repo_dir"],
+            "commit": src["commit"],
+            "prefix": VUE_PREFIX,
+            "lang": src["lang"],
+            **stats,
+        },
+    )
+    if name == "md-vue-docs-ja":
+        write_xlang(raw, root, set(files))
+
+
+def write_xlang(raw: Path, root: Path, ja_files: set[str]) -> None:
+    """golden-xlang-en2ja.jsonl: the H1 of each English page -> the Japanese page, same path."""
+    en_name = "md-vue-docs-en"
+    en_tree = raw / SOURCES[en_name]["tree"] / VUE_PREFIX
+    rows = []
+    for rel in markdown_files(en_tree):
+        if rel not in ja_files:
+            continue
+        heads, _ = markdown_headings((en_tree / rel).read_text(encoding="utf-8"))
+        h1 = [line for level, line in heads if level == 1]
+        query = h1_query(h1[0]) if h1 else ""
+        if not query:
+            continue
+        rows.append(
+            {
+                "query": query,
+                "expected": [f"docs/{rel}"],
+                "id": f"vue-en2ja-{rel.removesuffix('.md')}",
+                "source": f"{en_name}/docs/{rel} (H1)",
+            }
+        )
+    rows.sort(key=lambda r: r["id"])
+    write_jsonl(root / "golden-xlang-en2ja.jsonl", rows)
+
+
 BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
+    "md-vue-docs-en": build_vue,
+    "md-vue-docs-ja": build_vue,
     "cranfield-en": build_cranfield,
     "jsquad-ja-para": build_squad,
     "xquad-en-para": build_squad,
@@ -426,6 +603,8 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or sorted(BUILDERS)
     for name in names:
         verify_files(name, args.raw)
+        if name == "md-vue-docs-ja":  # its cross-lingual queries come from the en tree
+            verify_files("md-vue-docs-en", args.raw)
         BUILDERS[name](name, args.raw, args.out)
         print(f"built {name}")
     return 0
