@@ -20,10 +20,12 @@ import argparse
 import hashlib
 import json
 import re
+import shutil
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 EVALDATA = Path(__file__).resolve().parent
 
@@ -34,7 +36,7 @@ EVALDATA = Path(__file__).resolve().parent
 # unpacked); ``tree_sha256`` is the sha256 of the manifest described in ``tree_digest``.
 # ---------------------------------------------------------------------------------------------
 
-SOURCES: dict[str, dict] = {
+SOURCES: dict[str, dict[str, Any]] = {
     "jsquad-ja-para": {
         "repo": "yahoojapan/JGLUE",
         "commit": "6f071c09316baae89c3d083a90985b4b1cb9968c",
@@ -167,11 +169,11 @@ def write_text(path: Path, text: str) -> None:
         f.write(text)
 
 
-def write_jsonl(path: Path, rows: Iterable[dict]) -> None:
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
     write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
 
 
-def write_stats(path: Path, stats: dict) -> None:
+def write_stats(path: Path, stats: dict[str, Any]) -> None:
     # indent=1, no trailing newline: the committed layout
     write_text(path, json.dumps(stats, ensure_ascii=False, indent=1))
 
@@ -249,13 +251,13 @@ def escape_block_syntax(paragraph: str) -> str:
 # SQuAD-style collections (JSQuAD, XQuAD): one doc per paragraph
 # ---------------------------------------------------------------------------------------------
 
-SQUAD = {
+SQUAD: dict[str, dict[str, str]] = {
     "jsquad-ja-para": {"raw": "jsquad-valid-v1.3.json", "lang": "ja"},
     "xquad-en-para": {"raw": "xquad.en.json", "lang": "en"},
 }
 
 
-def paragraph_doc(title: str, index: int, para: dict, lang: str) -> str:
+def paragraph_doc(title: str, index: int, para: dict[str, Any], lang: str) -> str:
     """``docs/<article id>-pNN.md`` for one paragraph.
 
     JSQuAD question ids are ``a<page id>p<paragraph>q<question>``: the article id and the
@@ -302,7 +304,7 @@ def build_squad(name: str, raw: Path, out: Path) -> None:
     for q in questions:
         key = normalise(q[1])
         counts[key] = counts.get(key, 0) + 1
-    pool = []
+    pool: list[dict[str, Any]] = []
     for qid, text, answers, rel, doc_text in questions:
         key = normalise(text)
         if counts[key] > 1 or len(key) < 4:
@@ -430,7 +432,7 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
         qnum, docnum, code = int(parts[0]), int(parts[1]), int(parts[2])
         if 1 <= code <= 4:
             judged.setdefault(qnum, []).append((f"docs/cran-{docnum:04d}.md", code))
-    rows = []
+    rows: list[dict[str, Any]] = []
     for position, (source_id, fields) in enumerate(queries, start=1):
         text = smart_field(fields, "W")
         if text.endswith(" ."):
@@ -512,7 +514,7 @@ def build_vue(name: str, raw: Path, out: Path) -> None:
     tree = raw / src["tree"] / VUE_PREFIX
     root = out / name
     files = markdown_files(tree)
-    stats = {
+    stats: dict[str, int] = {
         "files": 0,
         "bytes": 0,
         "missing_blobs": 0,
@@ -564,7 +566,7 @@ def write_xlang(raw: Path, root: Path, ja_files: set[str]) -> None:
     """golden-xlang-en2ja.jsonl: the H1 of each English page -> the Japanese page, same path."""
     en_name = "md-vue-docs-en"
     en_tree = raw / SOURCES[en_name]["tree"] / VUE_PREFIX
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rel in markdown_files(en_tree):
         if rel not in ja_files:
             continue
@@ -594,19 +596,120 @@ BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
 }
 
 
+# ---------------------------------------------------------------------------------------------
+# --check: compare a rebuilt tree with the committed one
+# ---------------------------------------------------------------------------------------------
+
+NOT_GENERATED = frozenset({"SOURCE.md"})  # hand-written, committed, not rebuilt
+
+
+def collection_files(folder: Path) -> set[str]:
+    if not folder.is_dir():
+        return set()
+    return {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).as_posix() not in NOT_GENERATED
+    }
+
+
+def check(rebuilt: Path, names: list[str], committed: Path = EVALDATA) -> list[str]:
+    """Differences between ``rebuilt/<name>`` and ``committed/<name>``, one line each."""
+    problems: list[str] = []
+    for name in names:
+        ours, theirs = committed / name, rebuilt / name
+        mine, built = collection_files(ours), collection_files(theirs)
+        if not built:
+            problems.append(f"{name}: nothing rebuilt under {theirs}")
+            continue
+        problems += [f"{name}: missing from the rebuild: {rel}" for rel in sorted(mine - built)]
+        problems += [f"{name}: not in the committed copy: {rel}" for rel in sorted(built - mine)]
+        for rel in sorted(mine & built):
+            if (ours / rel).read_bytes() != (theirs / rel).read_bytes():
+                problems.append(f"{name}: differs: {rel}")
+    return problems
+
+
+def raw_files_help() -> str:
+    lines = ["raw files (the --raw folder must hold these names):", ""]
+    for name, src in SOURCES.items():
+        lines.append(f"  {name}: github.com/{src['repo']} at commit {src['commit']}")
+        if "tree" in src:
+            lines.append(
+                f"    {src['tree']}/  a checkout (or unpacked GitHub archive) of that commit;"
+            )
+            lines.append(f"      its {VUE_PREFIX}**/*.md have tree digest {src['tree_sha256']}")
+        for fname, (repo_path, digest) in src.get("files", {}).items():
+            lines.append(f"    {fname}  = {repo_path}")
+            lines.append(f"      sha256 {digest}")
+    lines.append("")
+    lines.append("md-vue-docs-ja also needs the md-vue-docs-en tree (golden-xlang-en2ja.jsonl).")
+    lines.append("See evaldata/README.md for download commands.")
+    return "\n".join(lines)
+
+
+def prepare_output(folder: Path) -> None:
+    """Start from an empty folder, so that no file of an earlier run survives.
+
+    Only a folder that is empty or holds an earlier build (a ``stats.json``) is cleared.
+    """
+    if folder.exists():
+        if any(folder.iterdir()) and not (folder / "stats.json").is_file():
+            raise BuildError(f"{folder} exists and is not an earlier build; remove it first")
+        shutil.rmtree(folder)
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__,
+        epilog=raw_files_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     ap.add_argument("--raw", type=Path, help="folder holding the raw source files")
     ap.add_argument("--out", type=Path, help="folder to write the collections into")
-    ap.add_argument("--only", choices=sorted(BUILDERS), action="append", help="build only this")
+    ap.add_argument(
+        "--only",
+        choices=sorted(BUILDERS),
+        action="append",
+        help="build (or check) only this collection; may be repeated",
+    )
+    ap.add_argument(
+        "--check",
+        type=Path,
+        metavar="DIR",
+        help="compare the collections in DIR (a --out folder) with the committed evaldata/, "
+        "byte for byte (SOURCE.md excepted); exit status 1 on any difference. With --raw and "
+        "--out, build first.",
+    )
     args = ap.parse_args(argv)
     names = args.only or sorted(BUILDERS)
-    for name in names:
-        verify_files(name, args.raw)
-        if name == "md-vue-docs-ja":  # its cross-lingual queries come from the en tree
-            verify_files("md-vue-docs-en", args.raw)
-        BUILDERS[name](name, args.raw, args.out)
-        print(f"built {name}")
+    if args.raw is None and args.check is None:
+        ap.error("give --raw and --out to build, or --check DIR to compare")
+    if args.raw is not None:
+        if args.out is None:
+            ap.error("--raw needs --out")
+        if args.out.resolve() == EVALDATA:
+            ap.error("--out must not be evaldata/ itself: build elsewhere and use --check")
+        try:
+            for name in names:
+                verify_files(name, args.raw)
+                if name == "md-vue-docs-ja":  # its cross-lingual queries come from the en tree
+                    verify_files("md-vue-docs-en", args.raw)
+            for name in names:
+                prepare_output(args.out / name)
+                BUILDERS[name](name, args.raw, args.out)
+                print(f"built {name} -> {args.out / name}")
+        except BuildError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.check is not None:
+        problems = check(args.check, names)
+        for line in problems:
+            print(line)
+        for name in names:
+            if not any(p.startswith(name + ":") for p in problems):
+                print(f"{name}: identical to evaldata/{name}")
+        return 1 if problems else 0
     return 0
 
 
