@@ -1,0 +1,723 @@
+#!/usr/bin/env python3
+"""Rebuild the evaluation collections under ``evaldata/`` from their public sources.
+
+Standard library only. The raw source files are not in the repository: download them
+yourself (see ``--help`` and ``evaldata/README.md``), put them in one folder and run::
+
+    python evaldata/build.py --raw RAW --out OUT            # every collection
+    python evaldata/build.py --raw RAW --out OUT --only xquad-en-para
+    python evaldata/build.py --check OUT                     # compare OUT with evaldata/
+
+Every raw file is checked against the sha256 recorded in the collection's ``SOURCE.md``
+before anything is written; a mismatch stops the build. The conversion rules are the ones
+each ``SOURCE.md`` documents; the output is byte for byte the committed collection.
+``SOURCE.md`` itself is hand-written documentation and is not generated.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import shutil
+import sys
+import unicodedata
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+EVALDATA = Path(__file__).resolve().parent
+
+# ---------------------------------------------------------------------------------------------
+# Where the raw files come from. ``files`` maps the name the file must have in the --raw folder
+# to (path in the repository at that commit, sha256 of its bytes). For the Vue trees the raw
+# entry is a folder (a checkout of the repository at that commit, or its GitHub archive
+# unpacked); ``tree_sha256`` is the sha256 of the manifest described in ``tree_digest``.
+# ---------------------------------------------------------------------------------------------
+
+SOURCES: dict[str, dict[str, Any]] = {
+    "jsquad-ja-para": {
+        "repo": "yahoojapan/JGLUE",
+        "commit": "6f071c09316baae89c3d083a90985b4b1cb9968c",
+        "files": {
+            "jsquad-valid-v1.3.json": (
+                "datasets/jsquad-v1.3/valid-v1.3.json",
+                "fb0a57a35281ff03bbe7f0e878cff5b577985fbe6fcb242e7e8ddb63d1c0ab11",
+            ),
+        },
+    },
+    "xquad-en-para": {
+        "repo": "google-deepmind/xquad",
+        "commit": "60cac411649156efb6aab9dd4c9cde787a2c0345",
+        "files": {
+            "xquad.en.json": (
+                "xquad.en.json",
+                "e4c57d1c9143aaa1c5d265ba5987a65f4e69528d2a98f29d6e75019b10344f29",
+            ),
+        },
+    },
+    "cranfield-en": {
+        "repo": "DrDesignX/Simple_IR",
+        "commit": "e18aea0dd1761074e1721675f51f251f368cd808",
+        "files": {
+            "cran.all.1400": (
+                "cran.all.1400",
+                "b234544b6ceccd131520df4a3cb6d42aee6576eb577933d047e722bbfe7b0b09",
+            ),
+            "cran.qry": (
+                "cran.qry",
+                "bd65642599ac35409bd3941f37c171fb089bc290386863153d708f4394c9f344",
+            ),
+            "cranqrel": (
+                "cranqrel",
+                "149999bde29b890eb046325222d35afdbea40f652afee17a1f774356cf8e0911",
+            ),
+            "cranqrel.readme": (
+                "cranqrel.readme",
+                "8f4cb2e60ab2324bb3ad980bdc8b9cf6a9b98a08d097d90a351485dd6e25433f",
+            ),
+        },
+    },
+    "md-vue-docs-en": {
+        "repo": "vuejs/docs",
+        "commit": "01e098a967951ea92d09b100b8e7d82c7a3369a2",
+        "tree": "vuejs-docs",
+        "repo_dir": "vuejs+docs",
+        "lang": "en",
+        "tree_sha256": "43b724ccf26a4998f2cbdbf3043d8d178d4032bdc996a960a1cd178992858d7d",
+    },
+    "md-vue-docs-ja": {
+        "repo": "vuejs-translations/docs-ja",
+        "commit": "c627102bfabf8bc5ecaa6eb763b965a0a5d43a5b",
+        "tree": "vuejs-docs-ja",
+        "repo_dir": "vuejs-translations+docs-ja",
+        "lang": "ja",
+        "tree_sha256": "4a09a186ed2616211ca7fc6721eb6c1d30c801917587d008b0659ce045d7008f",
+    },
+}
+VUE_PREFIX = "src/"
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared helpers
+# ---------------------------------------------------------------------------------------------
+
+
+class BuildError(Exception):
+    """A raw file is missing or is not the one the collection was built from."""
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def markdown_files(tree: Path) -> list[str]:
+    """Every ``*.md`` under ``tree`` as a "/"-separated relative path, in code-point order."""
+    return sorted(p.relative_to(tree).as_posix() for p in tree.rglob("*.md") if p.is_file())
+
+
+def tree_digest(tree: Path) -> str:
+    """sha256 of the manifest ``"<sha256>  <relative path>\\n"`` of every ``*.md``, path order.
+
+    The same as ``(cd TREE && find . -name '*.md' -type f | sed 's|^\\./||' | LC_ALL=C sort |
+    xargs sha256sum) | sha256sum``.
+    """
+    manifest = "".join(f"{sha256_file(tree / rel)}  {rel}\n" for rel in markdown_files(tree))
+    return hashlib.sha256(manifest.encode("utf-8")).hexdigest()
+
+
+def verify_tree(name: str, raw: Path) -> None:
+    src = SOURCES[name]
+    tree = raw / src["tree"] / VUE_PREFIX
+    if not tree.is_dir():
+        raise BuildError(
+            f"{name}: missing {tree} (a checkout of github.com/{src['repo']} at {src['commit']})"
+        )
+    got = tree_digest(tree)
+    if got != src["tree_sha256"]:
+        raise BuildError(
+            f"{name}: the *.md files under {tree} have tree digest {got}, expected "
+            f"{src['tree_sha256']} (is the checkout at {src['commit']}?)"
+        )
+
+
+def verify_files(name: str, raw: Path) -> None:
+    src = SOURCES[name]
+    if "tree" in src:
+        verify_tree(name, raw)
+        return
+    for fname, (repo_path, want) in src["files"].items():
+        path = raw / fname
+        if not path.is_file():
+            raise BuildError(
+                f"{name}: missing raw file {path} "
+                f"(= {repo_path} of github.com/{src['repo']} at {src['commit']})"
+            )
+        got = sha256_file(path)
+        if got != want:
+            raise BuildError(f"{name}: {path} has sha256 {got}, expected {want}")
+
+
+def write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="\n") as f:
+        f.write(text)
+
+
+def write_jsonl(path: Path, rows: Iterable[dict[str, Any]]) -> None:
+    write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def write_stats(path: Path, stats: dict[str, Any]) -> None:
+    # indent=1, no trailing newline: the committed layout
+    write_text(path, json.dumps(stats, ensure_ascii=False, indent=1))
+
+
+def sample_key(question_id: str) -> str:
+    """Deterministic sampling order: sha1("evaldata-v1:" + question id)."""
+    return hashlib.sha1(("evaldata-v1:" + question_id).encode("utf-8")).hexdigest()
+
+
+def normalise(text: str) -> str:
+    """NFKC, lower-case, punctuation, symbols, spaces and underscores removed.
+
+    Only the characters Python's ``re`` counts as word characters, less ``_``, stay (those
+    ``str.isalnum()`` accepts; combining marks go too): ``re.sub(r"[\\W_]", "", ...)``.
+    """
+    return re.sub(r"[\W_]", "", unicodedata.normalize("NFKC", text).lower())
+
+
+def trigrams(text: str) -> set[str]:
+    return {text[i : i + 3] for i in range(len(text) - 2)}
+
+
+def trigram_overlap(query: str, doc_text: str) -> float:
+    """Share of the query's distinct character trigrams (after ``normalise``) found in doc."""
+    q = trigrams(normalise(query))
+    if not q:
+        return 0.0
+    d = trigrams(normalise(doc_text))
+    return round(len(q & d) / len(q), 4)
+
+
+# The stop words of ``word_overlap`` (English collections only). SOURCE.md does not list them;
+# this list reproduces every committed word_overlap of xquad-en-para and cranfield-en, and
+# each word in it is needed for that. A word that occurs in none of those queries cannot be
+# told apart, so the original list may have had more.
+# fmt: off
+STOP_WORDS = frozenset({
+    "a", "about", "after", "an", "and", "are", "as", "at", "be", "been", "before", "being",
+    "by", "can", "could", "did", "do", "does", "during", "for", "from", "has", "have", "how",
+    "in", "into", "is", "it", "its", "no", "not", "of", "on", "or", "over", "should", "than",
+    "that", "the", "there", "these", "this", "those", "to", "under", "was", "were", "what",
+    "when", "where", "which", "who", "whom", "whose", "why", "will", "with", "would",
+})
+# fmt: on
+
+
+def words(text: str) -> list[str]:
+    return re.findall(r"[a-z0-9]+", unicodedata.normalize("NFKC", text).lower())
+
+
+def word_overlap(query: str, doc_text: str) -> float:
+    """Share of the query's non-stop-word words (with repeats) that occur as words in doc."""
+    q = [w for w in words(query) if w not in STOP_WORDS]
+    if not q:
+        return 0.0
+    d = set(words(doc_text))
+    return round(sum(1 for w in q if w in d) / len(q), 4)
+
+
+def percentile20(values: list[float]) -> float:
+    s = sorted(values)
+    return s[int(0.2 * len(s))]
+
+
+def mean4(values: list[float]) -> float:
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+# SOURCE.md: "lines that would parse as Markdown block syntax (#, >, list markers, <, fences)".
+# Only one line in all the sources matches (xquad Oxygen-p01: "2. This method ..."), so the
+# data pin down no more than that; this is the natural reading of the sentence.
+_BLOCK_START = re.compile(r"^(?:#|>|<|[-+*](?:\s|$)|\d+[.)](?:\s|$)|```|~~~)")
+
+
+def escape_block_syntax(paragraph: str) -> str:
+    """Prefix a backslash to lines that Markdown would read as block syntax."""
+    return "\n".join("\\" + ln if _BLOCK_START.match(ln) else ln for ln in paragraph.split("\n"))
+
+
+# ---------------------------------------------------------------------------------------------
+# SQuAD-style collections (JSQuAD, XQuAD): one doc per paragraph
+# ---------------------------------------------------------------------------------------------
+
+SQUAD: dict[str, dict[str, str]] = {
+    "jsquad-ja-para": {"raw": "jsquad-valid-v1.3.json", "lang": "ja"},
+    "xquad-en-para": {"raw": "xquad.en.json", "lang": "en"},
+}
+
+
+def paragraph_doc(title: str, index: int, para: dict[str, Any], lang: str) -> str:
+    """``docs/<article id>-pNN.md`` for one paragraph.
+
+    JSQuAD question ids are ``a<page id>p<paragraph>q<question>``: the article id and the
+    paragraph number come from them (the source lists paragraphs in string order of that
+    number, p0, p1, p10, p11, ...). XQuAD ids are opaque: the article id is the title with
+    every run of other characters than ASCII letters and digits made one "-", and the
+    paragraph number is the position in the article.
+    """
+    if lang == "ja":
+        found = {re.fullmatch(r"(a\d+)p(\d+)q\d+", qa["id"]) for qa in para["qas"]}
+        keys = {(m.group(1), int(m.group(2))) for m in found if m}
+        if len(keys) != 1 or None in found:
+            raise BuildError(f"unexpected JSQuAD question ids in {title!r} paragraph {index}")
+        aid, number = keys.pop()
+        return f"docs/{aid}-p{number:02d}.md"
+    aid = re.sub(r"[^A-Za-z0-9]+", "-", title).strip("-")
+    return f"docs/{aid}-p{index:02d}.md"
+
+
+def build_squad(name: str, raw: Path, out: Path) -> None:
+    spec = SQUAD[name]
+    lang = spec["lang"]
+    data = json.loads((raw / spec["raw"]).read_text(encoding="utf-8"))["data"]
+    root = out / name
+    docs: dict[str, str] = {}
+    questions = []  # (id, question, answers, doc path, title + paragraph text)
+    n_paragraphs = 0
+    for article in data:
+        title = article["title"].replace("_", " ")
+        for i, para in enumerate(article["paragraphs"]):
+            context = para["context"]
+            if " [SEP] " in context:  # JSQuAD contexts are "<title> [SEP] <paragraph>"
+                context = context.split(" [SEP] ", 1)[1]
+            context = context.strip()
+            rel = paragraph_doc(article["title"], i, para, lang)
+            docs[rel] = f"# {title}\n\n{escape_block_syntax(context)}\n"
+            n_paragraphs += 1
+            for qa in para["qas"]:
+                answers = sorted({a["text"] for a in qa["answers"]})
+                question = qa["question"].strip()
+                questions.append((qa["id"], question, answers, rel, title + " " + context))
+
+    counts: dict[str, int] = {}
+    for q in questions:
+        key = normalise(q[1])
+        counts[key] = counts.get(key, 0) + 1
+    pool: list[dict[str, Any]] = []
+    for qid, text, answers, rel, doc_text in questions:
+        key = normalise(text)
+        if counts[key] > 1 or len(key) < 4:
+            continue
+        row = {
+            "query": text,
+            "expected": [rel],
+            "id": qid,
+            "answers": answers,
+            "trigram_overlap": trigram_overlap(text, doc_text),
+        }
+        if lang == "en":
+            row["word_overlap"] = word_overlap(text, doc_text)
+        pool.append(row)
+    threshold = percentile20([r["trigram_overlap"] for r in pool])
+    for r in pool:
+        r["hard"] = r["trigram_overlap"] <= threshold
+    pool.sort(key=lambda r: r["id"])
+    by_sample = sorted(pool, key=lambda r: sample_key(r["id"]))
+    golden = sorted(by_sample[:300], key=lambda r: r["id"])
+    hard = sorted([r for r in by_sample if r["hard"]][:150], key=lambda r: r["id"])
+
+    for rel, text in docs.items():
+        write_text(root / rel, text)
+    write_jsonl(root / "golden-all.jsonl", pool)
+    write_jsonl(root / "golden.jsonl", golden)
+    write_jsonl(root / "golden-hard.jsonl", hard)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "unit": "paragraph",
+            "docs": len(docs),
+            "articles": len(data),
+            "paragraphs": n_paragraphs,
+            "questions_in_source": len(questions),
+            "pool_after_filter": len(pool),
+            "hard_threshold_trigram_overlap_p20": threshold,
+            "hard_in_pool": sum(r["hard"] for r in pool),
+            "golden": len(golden),
+            "golden_hard_in_golden": sum(r["hard"] for r in golden),
+            "golden_hard_file": len(hard),
+            "mean_overlap_golden": mean4([r["trigram_overlap"] for r in golden]),
+            "mean_overlap_hard": mean4([r["trigram_overlap"] for r in hard]),
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Cranfield (SMART format): one doc per abstract, all judged queries
+# ---------------------------------------------------------------------------------------------
+
+
+def parse_smart(text: str) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """``.I <id>`` records of ``.X`` fields; a field may repeat (docs 240, 576, 578 do)."""
+    records: list[tuple[str, list[tuple[str, list[str]]]]] = []
+    for line in text.split("\n"):
+        m = re.fullmatch(r"\.I (\S+)", line)
+        if m:
+            records.append((m.group(1), []))
+            continue
+        m = re.fullmatch(r"\.([A-Z])", line)
+        if m:
+            records[-1][1].append((m.group(1), []))
+            continue
+        if records and records[-1][1]:
+            records[-1][1][-1][1].append(line)
+    return records
+
+
+def join_lines(lines: Iterable[str]) -> str:
+    return " ".join(" ".join(lines).split())
+
+
+def smart_field(fields: list[tuple[str, list[str]]], tag: str) -> str:
+    """All lines of every ``.<tag>`` field, joined by single spaces."""
+    return join_lines(line for t, lines in fields if t == tag for line in lines)
+
+
+def cran_paragraphs(fields: list[tuple[str, list[str]]]) -> list[str]:
+    """The .W text: every .W field starts a paragraph, and so does a line indented 2+ spaces."""
+    paras: list[list[str]] = []
+    for tag, lines in fields:
+        if tag != "W":
+            continue
+        paras.append([])
+        for line in lines:
+            if line.startswith("  ") and paras[-1]:
+                paras.append([])
+            paras[-1].append(line)
+    return [p for p in (join_lines(lines) for lines in paras) if p]
+
+
+def build_cranfield(name: str, raw: Path, out: Path) -> None:
+    root = out / name
+    docs_text: dict[str, str] = {}  # doc path -> the text overlaps are computed against
+    for doc_id, fields in parse_smart((raw / "cran.all.1400").read_text(encoding="utf-8")):
+        title = smart_field(fields, "T")
+        paras = cran_paragraphs(fields)
+        # The abstract opens with a copy of the title: drop it (once) where more text follows.
+        if title and len(paras) > 1 and paras[0].startswith(title):
+            paras[0] = paras[0][len(title) :].strip()
+            paras = [p for p in paras if p]
+        if title.endswith(" ."):
+            title = title[:-2]
+        head = ["---", f"cranfield_id: {json.dumps(doc_id)}"]
+        for key, tag in (("author", "A"), ("bibliography", "B")):
+            value = smart_field(fields, tag)
+            if value:
+                head.append(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+        head.append("---")
+        heading = title or f"Cranfield document {doc_id}"
+        body = "\n\n".join(paras) if paras else "(no abstract)"
+        markdown = f"# {heading}\n\n{body}\n"
+        rel = f"docs/cran-{int(doc_id):04d}.md"
+        docs_text[rel] = markdown  # overlaps: heading + abstract, not the front matter
+        write_text(root / rel, "\n".join(head) + "\n\n" + markdown)
+
+    queries = parse_smart((raw / "cran.qry").read_text(encoding="utf-8"))
+    judged: dict[int, list[tuple[str, int]]] = {}
+    for line in (raw / "cranqrel").read_text(encoding="utf-8").splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        qnum, docnum, code = int(parts[0]), int(parts[1]), int(parts[2])
+        if 1 <= code <= 4:
+            judged.setdefault(qnum, []).append((f"docs/cran-{docnum:04d}.md", code))
+    rows: list[dict[str, Any]] = []
+    for position, (source_id, fields) in enumerate(queries, start=1):
+        text = smart_field(fields, "W")
+        if text.endswith(" ."):
+            text = text[:-2] + "."
+        rels = judged.get(position, [])
+        codes = dict(rels)
+        expected = [p for p, _ in sorted(rels, key=lambda pc: (pc[1], pc[0]))]
+        rows.append(
+            {
+                "query": text,
+                "expected": expected,
+                "id": f"cran-q{position:03d}",
+                "source_query_id": source_id,
+                "cleverdon_code": codes,
+                "trigram_overlap": max(trigram_overlap(text, docs_text[p]) for p in expected),
+                "word_overlap": max(word_overlap(text, docs_text[p]) for p in expected),
+            }
+        )
+    write_jsonl(root / "golden.jsonl", rows)
+    pairs = sum(len(r["expected"]) for r in rows)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "docs": len(docs_text),
+            "queries": len(rows),
+            "relevant_pairs": pairs,
+            "mean_relevant_per_query": round(pairs / len(rows), 2),
+            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
+            "queries_in_source": len(queries),
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Vue.js documentation trees: copied unchanged; ja also gets the en->ja title set
+# ---------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"(`{3,}|~{3,})")
+_HEADING = re.compile(r"(#{1,6})\s")
+_KANA = re.compile(r"[\u3040-\u30ff]")
+
+
+def markdown_headings(text: str) -> tuple[list[tuple[int, str]], int]:
+    """ATX headings outside fenced code as (level, line), and the number of fenced blocks.
+
+    A fence is a line that starts (after any indentation) with ``` or ~~~; it is closed by the
+    next line that starts with the same character. Front matter is not skipped (no Vue page
+    has a heading-like line in it); a file that starts with a BOM has no heading on line 1.
+    """
+    heads: list[tuple[int, str]] = []
+    fences = 0
+    fence_char = ""
+    for line in text.split("\n"):
+        m = _FENCE.match(line.lstrip())
+        if fence_char:
+            if m and m.group(1)[0] == fence_char:
+                fence_char = ""
+            continue
+        if m:
+            fences += 1
+            fence_char = m.group(1)[0]
+            continue
+        h = _HEADING.match(line)
+        if h:
+            heads.append((len(h.group(1)), line))
+    return heads, fences
+
+
+def h1_query(line: str) -> str:
+    """The text of a ``# `` heading: anchor ``{#...}``, HTML tags and backslashes removed."""
+    text = re.sub(r"\s*\{#[^}]*\}\s*$", "", line[2:])
+    text = re.sub(r"<[^>]*>", " ", text).replace("\\", "")
+    return " ".join(text.split())
+
+
+def build_vue(name: str, raw: Path, out: Path) -> None:
+    src = SOURCES[name]
+    tree = raw / src["tree"] / VUE_PREFIX
+    root = out / name
+    files = markdown_files(tree)
+    stats: dict[str, int] = {
+        "files": 0,
+        "bytes": 0,
+        "missing_blobs": 0,
+        "with_front_matter": 0,
+        "headings": 0,
+        "h1": 0,
+        "h2": 0,
+        "h3_plus": 0,
+        "fenced_code_blocks": 0,
+        "max_heading_depth": 0,
+        "files_with_kana": 0,
+        "largest_file_bytes": 0,
+    }
+    for rel in files:
+        data = (tree / rel).read_bytes()
+        target = root / "docs" / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        text = data.decode("utf-8")
+        heads, fences = markdown_headings(text)
+        levels = [level for level, _ in heads]
+        stats["files"] += 1
+        stats["bytes"] += len(data)
+        stats["largest_file_bytes"] = max(stats["largest_file_bytes"], len(data))
+        stats["with_front_matter"] += text.startswith("---\n")
+        stats["headings"] += len(levels)
+        stats["h1"] += levels.count(1)
+        stats["h2"] += levels.count(2)
+        stats["h3_plus"] += sum(1 for lv in levels if lv >= 3)
+        stats["fenced_code_blocks"] += fences
+        stats["max_heading_depth"] = max([stats["max_heading_depth"], *levels])
+        stats["files_with_kana"] += bool(_KANA.search(text))
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "repo_dir": src["repo_dir"],
+            "commit": src["commit"],
+            "prefix": VUE_PREFIX,
+            "lang": src["lang"],
+            **stats,
+        },
+    )
+    if name == "md-vue-docs-ja":
+        write_xlang(raw, root, set(files))
+
+
+def write_xlang(raw: Path, root: Path, ja_files: set[str]) -> None:
+    """golden-xlang-en2ja.jsonl: the H1 of each English page -> the Japanese page, same path."""
+    en_name = "md-vue-docs-en"
+    en_tree = raw / SOURCES[en_name]["tree"] / VUE_PREFIX
+    rows: list[dict[str, Any]] = []
+    for rel in markdown_files(en_tree):
+        if rel not in ja_files:
+            continue
+        heads, _ = markdown_headings((en_tree / rel).read_text(encoding="utf-8"))
+        h1 = [line for level, line in heads if level == 1]
+        query = h1_query(h1[0]) if h1 else ""
+        if not query:
+            continue
+        rows.append(
+            {
+                "query": query,
+                "expected": [f"docs/{rel}"],
+                "id": f"vue-en2ja-{rel.removesuffix('.md')}",
+                "source": f"{en_name}/docs/{rel} (H1)",
+            }
+        )
+    rows.sort(key=lambda r: r["id"])
+    write_jsonl(root / "golden-xlang-en2ja.jsonl", rows)
+
+
+BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
+    "md-vue-docs-en": build_vue,
+    "md-vue-docs-ja": build_vue,
+    "cranfield-en": build_cranfield,
+    "jsquad-ja-para": build_squad,
+    "xquad-en-para": build_squad,
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# --check: compare a rebuilt tree with the committed one
+# ---------------------------------------------------------------------------------------------
+
+NOT_GENERATED = frozenset({"SOURCE.md"})  # hand-written, committed, not rebuilt
+
+
+def collection_files(folder: Path) -> set[str]:
+    if not folder.is_dir():
+        return set()
+    return {
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.relative_to(folder).as_posix() not in NOT_GENERATED
+    }
+
+
+def check(rebuilt: Path, names: list[str], committed: Path = EVALDATA) -> list[str]:
+    """Differences between ``rebuilt/<name>`` and ``committed/<name>``, one line each."""
+    problems: list[str] = []
+    for name in names:
+        ours, theirs = committed / name, rebuilt / name
+        mine, built = collection_files(ours), collection_files(theirs)
+        if not built:
+            problems.append(f"{name}: nothing rebuilt under {theirs}")
+            continue
+        problems += [f"{name}: missing from the rebuild: {rel}" for rel in sorted(mine - built)]
+        problems += [f"{name}: not in the committed copy: {rel}" for rel in sorted(built - mine)]
+        for rel in sorted(mine & built):
+            if (ours / rel).read_bytes() != (theirs / rel).read_bytes():
+                problems.append(f"{name}: differs: {rel}")
+    return problems
+
+
+def raw_files_help() -> str:
+    lines = ["raw files (the --raw folder must hold these names):", ""]
+    for name, src in SOURCES.items():
+        lines.append(f"  {name}: github.com/{src['repo']} at commit {src['commit']}")
+        if "tree" in src:
+            lines.append(
+                f"    {src['tree']}/  a checkout (or unpacked GitHub archive) of that commit;"
+            )
+            lines.append(f"      its {VUE_PREFIX}**/*.md have tree digest {src['tree_sha256']}")
+        for fname, (repo_path, digest) in src.get("files", {}).items():
+            lines.append(f"    {fname}  = {repo_path}")
+            lines.append(f"      sha256 {digest}")
+    lines.append("")
+    lines.append("md-vue-docs-ja also needs the md-vue-docs-en tree (golden-xlang-en2ja.jsonl).")
+    lines.append("See evaldata/README.md for download commands.")
+    return "\n".join(lines)
+
+
+def prepare_output(folder: Path) -> None:
+    """Start from an empty folder, so that no file of an earlier run survives.
+
+    Only a folder that is empty or holds an earlier build (a ``stats.json``) is cleared.
+    """
+    if folder.exists():
+        if any(folder.iterdir()) and not (folder / "stats.json").is_file():
+            raise BuildError(f"{folder} exists and is not an earlier build; remove it first")
+        shutil.rmtree(folder)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        description=__doc__,
+        epilog=raw_files_help(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    ap.add_argument("--raw", type=Path, help="folder holding the raw source files")
+    ap.add_argument("--out", type=Path, help="folder to write the collections into")
+    ap.add_argument(
+        "--only",
+        choices=sorted(BUILDERS),
+        action="append",
+        help="build (or check) only this collection; may be repeated",
+    )
+    ap.add_argument(
+        "--check",
+        type=Path,
+        metavar="DIR",
+        help="compare the collections in DIR (a --out folder) with the committed evaldata/, "
+        "byte for byte (SOURCE.md excepted); exit status 1 on any difference. With --raw and "
+        "--out, build first.",
+    )
+    args = ap.parse_args(argv)
+    names = args.only or sorted(BUILDERS)
+    if args.raw is None and args.check is None:
+        ap.error("give --raw and --out to build, or --check DIR to compare")
+    if args.raw is not None:
+        if args.out is None:
+            ap.error("--raw needs --out")
+        if args.out.resolve() == EVALDATA:
+            ap.error("--out must not be evaldata/ itself: build elsewhere and use --check")
+        try:
+            for name in names:
+                verify_files(name, args.raw)
+                if name == "md-vue-docs-ja":  # its cross-lingual queries come from the en tree
+                    verify_files("md-vue-docs-en", args.raw)
+            for name in names:
+                prepare_output(args.out / name)
+                BUILDERS[name](name, args.raw, args.out)
+                print(f"built {name} -> {args.out / name}")
+        except BuildError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+    if args.check is not None:
+        problems = check(args.check, names)
+        for line in problems:
+            print(line)
+        for name in names:
+            if not any(p.startswith(name + ":") for p in problems):
+                print(f"{name}: identical to evaldata/{name}")
+        return 1 if problems else 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
