@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -254,11 +255,58 @@ def _add_option(command: click.Command, option: SearchOption) -> None:
     command.params.append(param)
 
 
+def _values_taken(param: click.Parameter) -> int:
+    """How many of the following arguments an option consumes (0 for a flag)."""
+    if not isinstance(param, click.Option) or param.is_flag or param.count:
+        return 0
+    return max(param.nargs, 1)
+
+
+def reject_unknown_long_options(ctx: click.Context, args: Sequence[str]) -> None:
+    """Raise click's "No such option" for a ``--word`` that is not an option of the command.
+
+    Before the ``--`` that ends the options, skipping each option's own values (a
+    ``--path`` glob may start with ``--`` too). Suggestions are made as click makes them.
+    """
+    takes: dict[str, int] = {}
+    for param in ctx.command.get_params(ctx):
+        if isinstance(param, click.Option):
+            takes.update((name, _values_taken(param)) for name in param.opts + param.secondary_opts)
+    skip = 0
+    for token in args:
+        if skip:
+            skip -= 1
+            continue
+        if token == "--":
+            return
+        if not token.startswith("--"):
+            continue
+        name, equals, _ = token.partition("=")
+        if name not in takes:
+            known = [n for n in takes if n.startswith("--")]
+            raise click.NoSuchOption(
+                name, possibilities=difflib.get_close_matches(name, known), ctx=ctx
+            )
+        skip = 0 if equals else takes[name]
+
+
+class SearchCommand(click.Command):
+    """``search`` keeps unknown ``-word`` tokens as query text, but not unknown ``--words``.
+
+    A query such as ``rust -async`` is text, not flags, so the command ignores unknown
+    options (and has no short options: click would read "-async" as "-a -s -y -n c"). A
+    mistyped ``--limt 2`` must not silently become the query "... 2" with "limt" excluded.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        reject_unknown_long_options(ctx, args)
+        return super().parse_args(ctx, args)
+
+
 def build_search_command(plugins: Plugins | None) -> click.Command:
-    # A query such as `rust -async` is text, not flags: unknown options stay in QUERY, and
-    # the command has no short options (click would read "-async" as "-a -s -y -n c").
     @click.command(
         "search",
+        cls=SearchCommand,
         context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]},
     )
     @click.argument("query", nargs=-1, required=True)
@@ -285,7 +333,9 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     ) -> None:
         """Search the knowledge base.
 
-        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. See docs/query-syntax.md.
+        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. A --word is an
+        option (a mistyped one is an error) unless it comes after a lone --. See
+        docs/query-syntax.md.
         """
         app = _open(kb, config_path)
         options = {k: v for k, v in stage_options.items() if v is not None}

@@ -7,10 +7,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import cast
 
+import click
 from click.testing import CliRunner
 
 from groove_core.cli import build_cli
+from groove_core.plugins import Plugins
 
 
 def _run(*args: str) -> CliRunner.invoke:
@@ -103,3 +106,53 @@ def test_logs_never_reach_stdout(notes_kb: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     assert out.stdout == ""
     assert "to stderr" in out.stderr
+
+
+# -- unknown options are errors, -word is a query (issue #13) -----------------------------
+
+
+def test_a_mistyped_long_option_is_an_error_not_query_text(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    for typo in (["--limt", "2"], ["--limt=2"]):
+        result = CliRunner().invoke(
+            build_cli(None), ["search", "service", "mesh", "--kb", str(notes_kb), *typo]
+        )
+        assert result.exit_code == 2, result.output
+        # click's own wording, with its own "did you mean" suggestion.
+        expected = click.NoSuchOption("--limt", possibilities=["--limit"]).format_message()
+        assert expected in result.output
+
+
+def test_options_values_and_text_after_double_dash_are_not_options(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    # A glob may start with "--": it is --path's value, not an unknown option.
+    result = _run("search", "rust", "--kb", str(notes_kb), "--path", "--x*", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["filter_applied"] == {"path": "--x*"}
+    # After a lone "--" everything is query text, for the query language to read.
+    result = _run("search", "--kb", str(notes_kb), "--explain", "--", "ownership", "--limt")
+    assert result.exit_code == 0, result.output
+    assert "negatives:  ['limt']" in result.output
+    # A quoted phrase is never an option: the literal text is searched.
+    result = _run("search", '"--limt"', "ownership", "--kb", str(notes_kb), "--explain")
+    assert result.exit_code == 0, result.output
+    assert "positives:  ['--limt', 'ownership']" in result.output
+
+
+def test_plugin_search_switches_are_known_options(notes_kb: Path) -> None:
+    from groove_core.cli import build_search_command
+    from groove_core.context import SearchOption
+
+    class FakePlugins:
+        """Only what build_search_command reads: the switches plugins add."""
+
+        def search_options(self) -> list[SearchOption]:
+            return [SearchOption("shout", "bool", "Say it louder.")]
+
+    command = build_search_command(cast(Plugins, FakePlugins()))
+    _run("index", str(notes_kb))
+    ok = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--no-shout", "--json"])
+    assert ok.exit_code == 0, ok.output
+    bad = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--shuot"])
+    assert bad.exit_code == 2, bad.output
+    assert "No such option" in bad.output and "--shuot" in bad.output and "--shout" in bad.output
