@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import functools
-import json
+import re
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,6 +18,7 @@ from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
 from groove_core.plugins import Plugins, make_plugin_manager
+from groove_core.terminal import dumps, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -92,12 +93,12 @@ def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) 
         if bar is not None:
             bar.__exit__(None, None, None)
     if as_json:
-        click.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        click.echo(dumps(report.to_json()))
         return
     for path, reason in report.skipped:
-        click.echo(f"skipped {path}: {reason}", err=True)
+        click.echo(f"skipped {printable(path)}: {printable(reason)}", err=True)
     for path, warning in report.warnings:
-        click.echo(f"warning {path}: {warning}", err=True)
+        click.echo(f"warning {printable(path)}: {printable(warning)}", err=True)
     click.echo(_summary(report))
 
 
@@ -132,9 +133,9 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     app = _open(kb, config_path)
     result = app.doctor(repair=repair)
     for problem in result.problems:
-        click.echo(f"problem: {problem}")
+        click.echo(f"problem: {printable(problem)}")
     if result.healthy:
-        click.echo(f"index {app.index_file} is healthy")
+        click.echo(f"index {printable(str(app.index_file))} is healthy")
         return
     if not repair:
         click.echo("run 'groove doctor --repair' to fix it", err=True)
@@ -142,7 +143,8 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     if result.rebuilt:
         click.echo("the index file was damaged: rebuilt from the knowledge base")
     elif result.reindexed:
-        click.echo(f"re-indexed {len(result.reindexed)} documents: {', '.join(result.reindexed)}")
+        paths = ", ".join(printable(p) for p in result.reindexed)
+        click.echo(f"re-indexed {len(result.reindexed)} documents: {paths}")
     if result.report is not None:
         click.echo(_summary(result.report))
 
@@ -172,7 +174,7 @@ def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: flo
         debounce=debounce,
         on_report=lambda report: click.echo(_summary(report)),
     )
-    click.echo(f"watching {app.kb} (Ctrl-C to stop)", err=True)
+    click.echo(f"watching {printable(str(app.kb))} (Ctrl-C to stop)", err=True)
     try:
         watcher.run()
     except KeyboardInterrupt:
@@ -180,6 +182,16 @@ def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: flo
 
 
 # -- search ------------------------------------------------------------------------------
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _plain(data: bytes) -> str:
+    """Decoded snippet text, whitespace folded to spaces, control characters made visible.
+
+    Escaped piece by piece, before the highlight's own styling is added around them."""
+    return printable(_WHITESPACE.sub(" ", data.decode("utf-8", "ignore")))
 
 
 def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
@@ -194,10 +206,10 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
         if e <= start or s >= end:
             continue
         s, e = max(s, start), min(e, end)
-        pieces.append(data[cursor:s].decode("utf-8", "ignore"))
-        pieces.append(click.style(data[s:e].decode("utf-8", "ignore"), bold=True, fg="yellow"))
+        pieces.append(_plain(data[cursor:s]))
+        pieces.append(click.style(_plain(data[s:e]), bold=True, fg="yellow"))
         cursor = e
-    pieces.append(data[cursor:end].decode("utf-8", "ignore"))
+    pieces.append(_plain(data[cursor:end]))
     text = " ".join("".join(pieces).split())
     return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
 
@@ -207,10 +219,11 @@ def _print_human(payload: dict[str, Any]) -> None:
     if not results:
         click.echo("no results")
     for hit in results:
-        where = " > ".join(hit["heading_path"]) or hit["title"]
+        where = printable(" > ".join(hit["heading_path"]) or hit["title"])
+        path = printable(hit["path"])
         click.echo(
             click.style(
-                f"{hit['rank']:>2}. {hit['path']}:{hit['line_start']}-{hit['line_end']}", bold=True
+                f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True
             )
             + f"  {where}  "
             + click.style(f"score {hit['score']:.4f}", dim=True)
@@ -220,26 +233,57 @@ def _print_human(payload: dict[str, Any]) -> None:
     if payload["low_confidence"]:
         notes.append("low confidence: no strong lexical or semantic match")
     if payload["filter_applied"]:
-        notes.append(f"filter: {json.dumps(payload['filter_applied'], ensure_ascii=False)}")
+        notes.append(f"filter: {dumps(payload['filter_applied'], indent=None)}")
     notes.extend(payload.get("warnings", []))
     for note in notes:
-        click.echo(click.style(f"({note})", dim=True))
+        click.echo(click.style(f"({printable(note)})", dim=True))
 
 
-def _print_explain(response: Any, legs: Any, ctx: Any) -> None:
+def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
+    """What --explain shows: the compiled query, the pool, and each hit's rank in each leg."""
     q = ctx.query
-    click.echo(f"positives:  {list(q.positives)}")
-    click.echo(f"negatives:  {list(q.negatives)}")
-    click.echo(f"match_expr: {q.match_expr if q.match_expr is not None else '(FTS skipped)'}")
-    click.echo(f"embed_text: {q.embed_text!r}")
-    click.echo(
-        f"pool: {ctx.pool_size}  leg size: {ctx.leg_size}  rrf_k: {ctx.config.search.fusion.rrf_k}"
-    )
-    for leg in legs:
-        click.echo(f"leg {leg.name}: {len(leg.hits)} candidates")
-    for hit in response.results:
-        parts = [f"{name} #{rank} ({raw:.4f})" for name, (rank, raw) in sorted(hit.legs.items())]
-        click.echo(f"  {hit.rank:>2}. score {hit.score:.5f}  {' + '.join(parts)}  {hit.path}")
+    return {
+        "positives": list(q.positives),
+        "negatives": list(q.negatives),
+        "match_expr": q.match_expr,
+        "embed_text": q.embed_text,
+        "pool_size": ctx.pool_size,
+        "leg_size": ctx.leg_size,
+        "rrf_k": ctx.config.search.fusion.rrf_k,
+        "legs": [{"name": leg.name, "candidates": len(leg.hits)} for leg in legs],
+        "ranks": [
+            {
+                "rank": hit.rank,
+                "path": hit.path,
+                "chunk_id": hit.chunk_id,
+                "score": hit.score,
+                "legs": {
+                    name: {"rank": rank, "score": raw}
+                    for name, (rank, raw) in sorted(hit.legs.items())
+                },
+            }
+            for hit in response.results
+        ],
+    }
+
+
+def _print_explain(explain: dict[str, Any]) -> None:
+    match_expr = explain["match_expr"]
+    lines = [
+        f"positives:  {explain['positives']}",
+        f"negatives:  {explain['negatives']}",
+        f"match_expr: {match_expr if match_expr is not None else '(FTS skipped)'}",
+        f"embed_text: {explain['embed_text']!r}",
+        f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  rrf_k: {explain['rrf_k']}",
+    ]
+    lines += [f"leg {leg['name']}: {leg['candidates']} candidates" for leg in explain["legs"]]
+    for hit in explain["ranks"]:
+        parts = [f"{name} #{leg['rank']} ({leg['score']:.4f})" for name, leg in hit["legs"].items()]
+        lines.append(
+            f"  {hit['rank']:>2}. score {hit['score']:.5f}  {' + '.join(parts)}  {hit['path']}"
+        )
+    for line in lines:
+        click.echo(printable(line))
     click.echo("")
 
 
@@ -343,10 +387,10 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
             " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
         )
         if explain:
-            _print_explain(response, legs, ctx)
+            _print_explain(_explain(response, legs, ctx))
         payload = response.to_json()
         if as_json:
-            click.echo(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
+            click.echo(dumps(payload, sort_keys=True))
         else:
             _print_human(payload)
 
@@ -377,16 +421,16 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
     infos, problem = list_plugins(config)
     if as_json:
         payload = {"plugins": [i.to_json() for i in infos], "config_problem": problem}
-        click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload))
         return
     for info in infos:
         status = info.status if not info.reason else f"{info.status}: {info.reason}"
         hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
-        click.echo(
-            f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
-        )
+        # Names and versions come from installed distributions' metadata: untrusted too.
+        line = f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
+        click.echo(printable(line))
     if problem:
-        click.echo(f"\nconfiguration problem: {problem}", err=True)
+        click.echo(f"\nconfiguration problem: {printable(problem)}", err=True)
 
 
 # -- assembly ----------------------------------------------------------------------------
