@@ -240,7 +240,9 @@ def _print_human(payload: dict[str, Any]) -> None:
 
 
 def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
-    """What --explain shows: the compiled query, the pool, and each hit's rank in each leg."""
+    """What --explain shows: the compiled query, the pool, and each hit's rank in each leg.
+
+    One structure for both outputs, so --json --explain says exactly what the text says."""
     q = ctx.query
     return {
         "positives": list(q.positives),
@@ -362,7 +364,11 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     @click.option(
         "--json", "as_json", is_flag=True, help="Print {results, low_confidence, filter_applied}."
     )
-    @click.option("--explain", is_flag=True, help="Show the compiled query and each leg's ranks.")
+    @click.option(
+        "--explain",
+        is_flag=True,
+        help="Show the compiled query and each leg's ranks (with --json: an explain key).",
+    )
     @handle_errors
     def search_cmd(
         query: tuple[str, ...],
@@ -386,13 +392,16 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         response, legs, ctx = app.search_explained(
             " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
         )
-        if explain:
-            _print_explain(_explain(response, legs, ctx))
         payload = response.to_json()
         if as_json:
+            # One JSON document on stdout, whatever else was asked for.
+            if explain:
+                payload["explain"] = _explain(response, legs, ctx)
             click.echo(dumps(payload, sort_keys=True))
-        else:
-            _print_human(payload)
+            return
+        if explain:
+            _print_explain(_explain(response, legs, ctx))
+        _print_human(payload)
 
     if plugins is not None:
         for option in plugins.search_options():

@@ -299,3 +299,21 @@ def test_plugin_search_switches_are_known_options(notes_kb: Path) -> None:
     bad = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--shuot"])
     assert bad.exit_code == 2, bad.output
     assert "No such option" in bad.output and "--shuot" in bad.output and "--shout" in bad.output
+
+
+# -- --json --explain is one JSON document (issue #13) ------------------------------------
+
+
+def test_json_explain_is_one_valid_json_object(notes_kb: Path) -> None:
+    _run("index", str(notes_kb))
+    result = _run("search", "rust", "-async", "--kb", str(notes_kb), "--json", "--explain")
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["results"]
+    explain = payload["explain"]
+    assert explain["match_expr"] == '("rust") NOT ("async")'
+    assert explain["negatives"] == ["async"]
+    assert {leg["name"] for leg in explain["legs"]} == {"fts", "vector"}
+    first = explain["ranks"][0]
+    assert first["path"] == payload["results"][0]["path"]
+    assert set(first["legs"]) <= {"fts", "vector"} and first["legs"]
