@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import difflib
 import functools
-import json
+import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -17,6 +18,7 @@ from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
 from groove_core.plugins import Plugins, make_plugin_manager
+from groove_core.terminal import dumps, printable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -91,12 +93,12 @@ def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) 
         if bar is not None:
             bar.__exit__(None, None, None)
     if as_json:
-        click.echo(json.dumps(report.to_json(), ensure_ascii=False, indent=2))
+        click.echo(dumps(report.to_json()))
         return
     for path, reason in report.skipped:
-        click.echo(f"skipped {path}: {reason}", err=True)
+        click.echo(f"skipped {printable(path)}: {printable(reason)}", err=True)
     for path, warning in report.warnings:
-        click.echo(f"warning {path}: {warning}", err=True)
+        click.echo(f"warning {printable(path)}: {printable(warning)}", err=True)
     click.echo(_summary(report))
 
 
@@ -131,9 +133,9 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     app = _open(kb, config_path)
     result = app.doctor(repair=repair)
     for problem in result.problems:
-        click.echo(f"problem: {problem}")
+        click.echo(f"problem: {printable(problem)}")
     if result.healthy:
-        click.echo(f"index {app.index_file} is healthy")
+        click.echo(f"index {printable(str(app.index_file))} is healthy")
         return
     if not repair:
         click.echo("run 'groove doctor --repair' to fix it", err=True)
@@ -141,7 +143,8 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     if result.rebuilt:
         click.echo("the index file was damaged: rebuilt from the knowledge base")
     elif result.reindexed:
-        click.echo(f"re-indexed {len(result.reindexed)} documents: {', '.join(result.reindexed)}")
+        paths = ", ".join(printable(p) for p in result.reindexed)
+        click.echo(f"re-indexed {len(result.reindexed)} documents: {paths}")
     if result.report is not None:
         click.echo(_summary(result.report))
 
@@ -171,7 +174,7 @@ def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: flo
         debounce=debounce,
         on_report=lambda report: click.echo(_summary(report)),
     )
-    click.echo(f"watching {app.kb} (Ctrl-C to stop)", err=True)
+    click.echo(f"watching {printable(str(app.kb))} (Ctrl-C to stop)", err=True)
     try:
         watcher.run()
     except KeyboardInterrupt:
@@ -179,6 +182,16 @@ def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: flo
 
 
 # -- search ------------------------------------------------------------------------------
+
+
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _plain(data: bytes) -> str:
+    """Decoded snippet text, whitespace folded to spaces, control characters made visible.
+
+    Escaped piece by piece, before the highlight's own styling is added around them."""
+    return printable(_WHITESPACE.sub(" ", data.decode("utf-8", "ignore")))
 
 
 def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
@@ -193,10 +206,10 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
         if e <= start or s >= end:
             continue
         s, e = max(s, start), min(e, end)
-        pieces.append(data[cursor:s].decode("utf-8", "ignore"))
-        pieces.append(click.style(data[s:e].decode("utf-8", "ignore"), bold=True, fg="yellow"))
+        pieces.append(_plain(data[cursor:s]))
+        pieces.append(click.style(_plain(data[s:e]), bold=True, fg="yellow"))
         cursor = e
-    pieces.append(data[cursor:end].decode("utf-8", "ignore"))
+    pieces.append(_plain(data[cursor:end]))
     text = " ".join("".join(pieces).split())
     return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
 
@@ -206,10 +219,11 @@ def _print_human(payload: dict[str, Any]) -> None:
     if not results:
         click.echo("no results")
     for hit in results:
-        where = " > ".join(hit["heading_path"]) or hit["title"]
+        where = printable(" > ".join(hit["heading_path"]) or hit["title"])
+        path = printable(hit["path"])
         click.echo(
             click.style(
-                f"{hit['rank']:>2}. {hit['path']}:{hit['line_start']}-{hit['line_end']}", bold=True
+                f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True
             )
             + f"  {where}  "
             + click.style(f"score {hit['score']:.4f}", dim=True)
@@ -219,26 +233,59 @@ def _print_human(payload: dict[str, Any]) -> None:
     if payload["low_confidence"]:
         notes.append("low confidence: no strong lexical or semantic match")
     if payload["filter_applied"]:
-        notes.append(f"filter: {json.dumps(payload['filter_applied'], ensure_ascii=False)}")
+        notes.append(f"filter: {dumps(payload['filter_applied'], indent=None)}")
     notes.extend(payload.get("warnings", []))
     for note in notes:
-        click.echo(click.style(f"({note})", dim=True))
+        click.echo(click.style(f"({printable(note)})", dim=True))
 
 
-def _print_explain(response: Any, legs: Any, ctx: Any) -> None:
+def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
+    """What --explain shows: the compiled query, the pool, and each hit's rank in each leg.
+
+    One structure for both outputs, so --json --explain says exactly what the text says."""
     q = ctx.query
-    click.echo(f"positives:  {list(q.positives)}")
-    click.echo(f"negatives:  {list(q.negatives)}")
-    click.echo(f"match_expr: {q.match_expr if q.match_expr is not None else '(FTS skipped)'}")
-    click.echo(f"embed_text: {q.embed_text!r}")
-    click.echo(
-        f"pool: {ctx.pool_size}  leg size: {ctx.leg_size}  rrf_k: {ctx.config.search.fusion.rrf_k}"
-    )
-    for leg in legs:
-        click.echo(f"leg {leg.name}: {len(leg.hits)} candidates")
-    for hit in response.results:
-        parts = [f"{name} #{rank} ({raw:.4f})" for name, (rank, raw) in sorted(hit.legs.items())]
-        click.echo(f"  {hit.rank:>2}. score {hit.score:.5f}  {' + '.join(parts)}  {hit.path}")
+    return {
+        "positives": list(q.positives),
+        "negatives": list(q.negatives),
+        "match_expr": q.match_expr,
+        "embed_text": q.embed_text,
+        "pool_size": ctx.pool_size,
+        "leg_size": ctx.leg_size,
+        "rrf_k": ctx.config.search.fusion.rrf_k,
+        "legs": [{"name": leg.name, "candidates": len(leg.hits)} for leg in legs],
+        "ranks": [
+            {
+                "rank": hit.rank,
+                "path": hit.path,
+                "chunk_id": hit.chunk_id,
+                "score": hit.score,
+                "legs": {
+                    name: {"rank": rank, "score": raw}
+                    for name, (rank, raw) in sorted(hit.legs.items())
+                },
+            }
+            for hit in response.results
+        ],
+    }
+
+
+def _print_explain(explain: dict[str, Any]) -> None:
+    match_expr = explain["match_expr"]
+    lines = [
+        f"positives:  {explain['positives']}",
+        f"negatives:  {explain['negatives']}",
+        f"match_expr: {match_expr if match_expr is not None else '(FTS skipped)'}",
+        f"embed_text: {explain['embed_text']!r}",
+        f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  rrf_k: {explain['rrf_k']}",
+    ]
+    lines += [f"leg {leg['name']}: {leg['candidates']} candidates" for leg in explain["legs"]]
+    for hit in explain["ranks"]:
+        parts = [f"{name} #{leg['rank']} ({leg['score']:.4f})" for name, leg in hit["legs"].items()]
+        lines.append(
+            f"  {hit['rank']:>2}. score {hit['score']:.5f}  {' + '.join(parts)}  {hit['path']}"
+        )
+    for line in lines:
+        click.echo(printable(line))
     click.echo("")
 
 
@@ -254,11 +301,58 @@ def _add_option(command: click.Command, option: SearchOption) -> None:
     command.params.append(param)
 
 
+def _values_taken(param: click.Parameter) -> int:
+    """How many of the following arguments an option consumes (0 for a flag)."""
+    if not isinstance(param, click.Option) or param.is_flag or param.count:
+        return 0
+    return max(param.nargs, 1)
+
+
+def reject_unknown_long_options(ctx: click.Context, args: Sequence[str]) -> None:
+    """Raise click's "No such option" for a ``--word`` that is not an option of the command.
+
+    Before the ``--`` that ends the options, skipping each option's own values (a
+    ``--path`` glob may start with ``--`` too). Suggestions are made as click makes them.
+    """
+    takes: dict[str, int] = {}
+    for param in ctx.command.get_params(ctx):
+        if isinstance(param, click.Option):
+            takes.update((name, _values_taken(param)) for name in param.opts + param.secondary_opts)
+    skip = 0
+    for token in args:
+        if skip:
+            skip -= 1
+            continue
+        if token == "--":
+            return
+        if not token.startswith("--"):
+            continue
+        name, equals, _ = token.partition("=")
+        if name not in takes:
+            known = [n for n in takes if n.startswith("--")]
+            raise click.NoSuchOption(
+                name, possibilities=difflib.get_close_matches(name, known), ctx=ctx
+            )
+        skip = 0 if equals else takes[name]
+
+
+class SearchCommand(click.Command):
+    """``search`` keeps unknown ``-word`` tokens as query text, but not unknown ``--words``.
+
+    A query such as ``rust -async`` is text, not flags, so the command ignores unknown
+    options (and has no short options: click would read "-async" as "-a -s -y -n c"). A
+    mistyped ``--limt 2`` must not silently become the query "... 2" with "limt" excluded.
+    """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        reject_unknown_long_options(ctx, args)
+        return super().parse_args(ctx, args)
+
+
 def build_search_command(plugins: Plugins | None) -> click.Command:
-    # A query such as `rust -async` is text, not flags: unknown options stay in QUERY, and
-    # the command has no short options (click would read "-async" as "-a -s -y -n c").
     @click.command(
         "search",
+        cls=SearchCommand,
         context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]},
     )
     @click.argument("query", nargs=-1, required=True)
@@ -270,7 +364,11 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     @click.option(
         "--json", "as_json", is_flag=True, help="Print {results, low_confidence, filter_applied}."
     )
-    @click.option("--explain", is_flag=True, help="Show the compiled query and each leg's ranks.")
+    @click.option(
+        "--explain",
+        is_flag=True,
+        help="Show the compiled query and each leg's ranks (with --json: an explain key).",
+    )
     @handle_errors
     def search_cmd(
         query: tuple[str, ...],
@@ -285,20 +383,25 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     ) -> None:
         """Search the knowledge base.
 
-        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. See docs/query-syntax.md.
+        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. A --word is an
+        option (a mistyped one is an error) unless it comes after a lone --. See
+        docs/query-syntax.md.
         """
         app = _open(kb, config_path)
         options = {k: v for k, v in stage_options.items() if v is not None}
         response, legs, ctx = app.search_explained(
             " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
         )
-        if explain:
-            _print_explain(response, legs, ctx)
         payload = response.to_json()
         if as_json:
-            click.echo(json.dumps(payload, ensure_ascii=False, indent=2, sort_keys=True))
-        else:
-            _print_human(payload)
+            # One JSON document on stdout, whatever else was asked for.
+            if explain:
+                payload["explain"] = _explain(response, legs, ctx)
+            click.echo(dumps(payload, sort_keys=True))
+            return
+        if explain:
+            _print_explain(_explain(response, legs, ctx))
+        _print_human(payload)
 
     if plugins is not None:
         for option in plugins.search_options():
@@ -327,16 +430,16 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
     infos, problem = list_plugins(config)
     if as_json:
         payload = {"plugins": [i.to_json() for i in infos], "config_problem": problem}
-        click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload))
         return
     for info in infos:
         status = info.status if not info.reason else f"{info.status}: {info.reason}"
         hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
-        click.echo(
-            f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
-        )
+        # Names and versions come from installed distributions' metadata: untrusted too.
+        line = f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
+        click.echo(printable(line))
     if problem:
-        click.echo(f"\nconfiguration problem: {problem}", err=True)
+        click.echo(f"\nconfiguration problem: {printable(problem)}", err=True)
 
 
 # -- assembly ----------------------------------------------------------------------------

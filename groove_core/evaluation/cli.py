@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from groove_core.cli_options import config_option, kb_option
+from groove_core.terminal import dumps, printable
 
 if TYPE_CHECKING:
     from groove_core.evaluation.history import Delta
@@ -173,7 +174,7 @@ def eval_cmd(
     if report_path is not None:
         _write_eval_report(report_path, session, results)
     if as_json:
-        click.echo(json.dumps(_eval_json(session, results), ensure_ascii=False, indent=2))
+        click.echo(dumps(_eval_json(session, results)))
     else:
         _print_eval(session, results, ablate)
 
@@ -268,7 +269,8 @@ def _print_eval(session: EvalSession, results: Sequence[_Result], ablate: bool) 
 
     judged = "graded" if session.golden.graded else "binary"
     click.echo(
-        f"golden: {session.golden.path} ({len(session.queries)} queries, {judged} judgements)"
+        f"golden: {printable(str(session.golden.path))} ({len(session.queries)} queries, "
+        f"{judged} judgements)"
     )
     if ablate:
         _print_ablation(results)
@@ -288,7 +290,8 @@ def _print_eval(session: EvalSession, results: Sequence[_Result], ablate: bool) 
             "(counted as misses):"
         )
         for o in rejected:
-            click.echo(f"  {o.key}: {o.query!r}: {o.error}")
+            # Ids, queries and the errors quoting them come from the golden file.
+            click.echo(printable(f"  {o.key}: {o.query!r}: {o.error}"))
     missing = session.missing()
     if missing:
         click.echo(
@@ -296,7 +299,7 @@ def _print_eval(session: EvalSession, results: Sequence[_Result], ablate: bool) 
             "(counted as not found), e.g.:"
         )
         for key, path in missing[:5]:
-            click.echo(f"  {key}: {path}")
+            click.echo(printable(f"  {key}: {path}"))
 
 
 def _count(n: int, one: str, many: str | None = None) -> str:
@@ -320,9 +323,9 @@ def _print_delta_context(delta: Delta | None, corpus: Mapping[str, Any]) -> None
     if not delta.differences and not delta.corpus_changed:
         click.echo("  same configuration and corpus")
     for line in delta.differences:
-        click.echo(f"  {line}")
+        click.echo(printable(f"  {line}"))
     if delta.corpus_changed:
-        click.echo(f"  corpus changed: {delta.previous.get('corpus')} -> {dict(corpus)}")
+        click.echo(printable(f"  corpus changed: {delta.previous.get('corpus')} -> {dict(corpus)}"))
 
 
 def _print_ablation(results: Sequence[_Result]) -> None:
@@ -472,7 +475,7 @@ def tune_cmd(
         _write_tune_report(report_path, session, tuned, result.outcomes[current])
     if as_json:
         payload = {"golden": str(session.golden.path), **tuned.to_json(), "written": written}
-        click.echo(json.dumps(payload, ensure_ascii=False, indent=2))
+        click.echo(dumps(payload))
     else:
         _print_tune(session, tuned, written)
 
@@ -500,7 +503,8 @@ def _maybe_write(
 def _print_tune(session: EvalSession, tuned: TuneReport, written: str | None) -> None:
     low, high = tuned.spread
     n = len(session.queries)
-    click.echo(f"golden: {session.golden.path} ({n} queries: {tuned.tune_n} to tune, ", nl=False)
+    golden = printable(str(session.golden.path))
+    click.echo(f"golden: {golden} ({n} queries: {tuned.tune_n} to tune, ", nl=False)
     click.echo(f"{tuned.held_n} held out)")
     settings, metric = len(tuned.tune_means), tuned.metric
     click.echo(f"grid: {settings} settings; {metric} on the tuning queries {low:.3f}-{high:.3f}")
@@ -512,7 +516,7 @@ def _print_tune(session: EvalSession, tuned: TuneReport, written: str | None) ->
         click.echo(f"{name + ':':<8} {point.label()}  tuning {tuning:.3f}  held-out {_est(held)}")
     click.echo(f"verdict: {tuned.verdict()}")
     if written:
-        click.echo(f"wrote [search.fusion] to {written}")
+        click.echo(f"wrote [search.fusion] to {printable(written)}")
 
 
 def _est(e: Estimate) -> str:
