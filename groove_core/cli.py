@@ -132,11 +132,14 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     result = app.doctor(repair=repair)
     for problem in result.problems:
         click.echo(f"problem: {problem}")
+    for problem in result.environment:
+        click.echo(f"environment (not damage; the index was left as it is): {problem}")
     if result.healthy:
-        click.echo(f"index {app.index_file} is healthy")
+        click.echo(f"index {app.index_label} is healthy")
         return
-    if not repair:
-        click.echo("run 'groove doctor --repair' to fix it", err=True)
+    if not repair or not result.repaired:
+        fix = "fix the environment, then " if result.environment else ""
+        click.echo(f"{fix}run 'groove doctor --repair' to fix the index", err=True)
         sys.exit(1)
     if result.rebuilt:
         click.echo("the index file was damaged: rebuilt from the knowledge base")
