@@ -119,15 +119,34 @@ _ENVIRONMENT_CODES = {
 }
 
 
+#: SQLite's own text for those codes (sqlite3_errstr): sqlite-vec re-raises a failed write
+#: as a plain SQLITE_ERROR whose message quotes it ("Could not create ... shadow table:
+#: database or disk is full"), so the text is the only trace of the cause.
+_CODE_TEXTS = {
+    "database disk image is malformed": 11,
+    "file is not a database": 26,
+    "database or disk is full": 13,
+    "attempt to write a readonly database": 8,
+    "disk I/O error": 10,
+    "unable to open database file": 14,
+}
+
+
+def _primary_code(err: BaseException) -> int | None:
+    code = getattr(err, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF != 1:  # 1: SQLITE_ERROR, says nothing
+        # Extended codes (e.g. SQLITE_READONLY_DBMOVED) carry the primary one in the low byte.
+        return code & 0xFF
+    text = str(err)
+    return next((c for t, c in _CODE_TEXTS.items() if t in text), None)
+
+
 def error_kind(err: BaseException) -> str | None:
     """'damaged', 'environment' or None (neither: a bug or a bad statement)."""
-    code = getattr(err, "sqlite_errorcode", None)
-    if not isinstance(code, int):
-        return None
-    # Extended codes (e.g. SQLITE_READONLY_DBMOVED) carry the primary code in the low byte.
-    if code & 0xFF in _DAMAGE_CODES:
+    code = _primary_code(err)
+    if code in _DAMAGE_CODES:
         return "damaged"
-    if code & 0xFF in _ENVIRONMENT_CODES:
+    if code in _ENVIRONMENT_CODES:
         return "environment"
     return None
 
@@ -149,9 +168,9 @@ def classify_error(
             "rebuild it from the knowledge base"
         )
     if kind == "environment":
-        code = int(getattr(err, "sqlite_errorcode", 0)) & 0xFF
+        cause = _ENVIRONMENT_CODES[_primary_code(err) or 0]
         return IndexEnvironmentError(
-            f"{doing} the index {label} failed: {_ENVIRONMENT_CODES[code]} ({err}). This is "
+            f"{doing} the index {label} failed: {cause} ({err}). This is "
             f"not damage to the index.{tail} Fix the cause and try again"
         )
     return StoreError(f"{doing} the index {label} failed: {err}.{tail}")
