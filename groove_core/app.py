@@ -128,7 +128,7 @@ class Groove:
         staging = staging_path(self.index_file)
         try:
             report = self._index_into(staging, progress, "The existing index was left as it was.")
-            swap_in(staging, self.index_file)
+            swap_in(staging, self.index_file, self.index_label)
         except BaseException:
             self._discard_staging(strict=False)
             raise

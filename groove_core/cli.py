@@ -133,7 +133,7 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     for problem in result.problems:
         click.echo(f"problem: {problem}")
     for problem in result.environment:
-        click.echo(f"environment (not damage; the index was left as it is): {problem}")
+        click.echo(f"environment: {problem}")
     if result.healthy:
         click.echo(f"index {app.index_label} is healthy")
         return

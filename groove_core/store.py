@@ -170,8 +170,8 @@ def classify_error(
     if kind == "environment":
         cause = _ENVIRONMENT_CODES[_primary_code(err) or 0]
         return IndexEnvironmentError(
-            f"{doing} the index {label} failed: {cause} ({err}). This is "
-            f"not damage to the index.{tail} Fix the cause and try again"
+            f"{doing} the index {label} failed: {cause} ({err}). The cause is the "
+            f"environment, not the index file.{tail} Fix the cause and try again"
         )
     return StoreError(f"{doing} the index {label} failed: {err}.{tail}")
 
@@ -285,7 +285,7 @@ def remove_index_files(path: Path, label: str) -> None:
             ) from None
 
 
-def swap_in(staging: Path, path: Path) -> None:
+def swap_in(staging: Path, path: Path, label: str) -> None:
     """Put the finished index at ``staging`` in place of ``path`` in one rename.
 
     The old file's WAL and shared-memory files are removed first: SQLite finds them by
@@ -293,9 +293,15 @@ def swap_in(staging: Path, path: Path) -> None:
     process that still has the old file open keeps reading it (its descriptors outlive
     the names) until it notices the swap and reopens (:meth:`Store.replaced`).
     """
-    for suffix in COMPANION_SUFFIXES:
-        Path(f"{path}{suffix}").unlink(missing_ok=True)
-    os.replace(staging, path)
+    try:
+        for suffix in COMPANION_SUFFIXES:
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        os.replace(staging, path)
+    except OSError as err:
+        raise IndexEnvironmentError(
+            f"cannot put the rebuilt index in place of {label}: {err.strerror} (a read-only "
+            "file or folder?). The existing index was left as it was"
+        ) from None
 
 
 class Store:

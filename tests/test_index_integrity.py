@@ -235,9 +235,25 @@ def test_a_read_only_index_is_an_environment_problem_not_damage(
         assert "problem:" not in result.output  # no damage is claimed
         assert "environment" in result.output and "read" in result.output
         assert str(tmp_path) not in result.output
-    assert "rebuilt" not in repaired.output
+    assert "rebuilt from the knowledge base" not in repaired.output
     assert index.read_bytes() == before
     assert _cli("doctor", str(kb)).exit_code == 0
+
+
+def test_a_damaged_read_only_index_is_left_in_place_with_a_clear_error(
+    built: tuple[Path, set[Any]], tmp_path: Path
+) -> None:
+    kb = _copy_kb(built, tmp_path)
+    index = Groove.open(kb).index_file
+    _overwrite_pages(index, [_root_page(index, "chunks")], seed=2)
+    damaged = index.read_bytes()
+    with _read_only(index):
+        repaired = _cli("doctor", str(kb), "--repair")
+    assert repaired.exit_code == 1, repaired.output
+    assert "problem:" in repaired.output and "environment:" in repaired.output
+    assert "left as it was" in repaired.output
+    assert "rebuilt from the knowledge base" not in repaired.output
+    assert index.read_bytes() == damaged and not staging_path(index).exists()
 
 
 # -- item 3: an unfinished index run is said, not served silently ------------------------
