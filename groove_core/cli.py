@@ -65,7 +65,12 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 @click.command("index")
 @click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
 @config_option
-@click.option("--rebuild", is_flag=True, help="Delete the index and build it from scratch.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build a new index from scratch beside the old one; it replaces the old one only "
+    "when complete.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @handle_errors
 def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) -> None:
