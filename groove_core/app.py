@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -53,71 +51,158 @@ class Groove:
     def embedder(self) -> Embedder:
         return self.plugins.make_embedder()
 
-    @cached_property
+    @property
+    def index_label(self) -> str:
+        """The index file as messages name it: KB-relative when it lies inside the KB."""
+        path = self.index_file
+        return path.relative_to(self.kb).as_posix() if path.is_relative_to(self.kb) else str(path)
+
+    @property
     def store(self) -> Store:
+        """The open index, reopened when the file was replaced since (``index --rebuild`` or
+        a doctor rebuild in another process): one stat per access. Never inside a read
+        transaction, so one search always reads one file."""
+        current: Store | None = self.__dict__.get("_store")
+        if current is not None and not current.conn.in_transaction and current.replaced():
+            import structlog  # ~70 ms to import; only a long-lived server gets here
+
+            structlog.get_logger("groove").info("index replaced: reopening", index=self.index_label)
+            self.close()
+            current = None
+        if current is None:
+            current = self._open_store()
+            self.__dict__["_store"] = current
+        return current
+
+    def _open_store(self) -> Store:
         from groove_core.store import Store
 
-        store = Store.open(self.index_file)
-        store.check_embedder(self.embedder.identity)
+        store = Store.open(self.index_file, self.index_label)
+        try:
+            store.check_embedder(self.embedder.identity)
+        except BaseException:
+            store.close()
+            raise
         return store
 
     def close(self) -> None:
-        if "store" in self.__dict__:
-            self.store.close()
-            del self.__dict__["store"]
+        store = self.__dict__.pop("_store", None)
+        if store is not None:
+            store.close()
 
     # -- indexing --------------------------------------------------------------------------
 
     def index(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> IndexReport:
-        from groove_core.indexer import Indexer
-        from groove_core.store import Store
-
+        """Index the KB incrementally; ``rebuild`` builds a new index beside the old one and
+        swaps it in only when complete, so a failed or killed rebuild changes nothing."""
         self.close()
+        self._discard_staging(strict=rebuild)
         if rebuild:
-            remove_index(self.index_file)
-        from groove_core.store import StoreError, sqlite_errors
+            return self._rebuild(progress)
+        return self._index_into(self.index_file, progress)
 
-        store = Store.create(self.index_file)
+    def _index_into(
+        self, target: Path, progress: ProgressFn | None, outcome: str | None = None
+    ) -> IndexReport:
+        """Run the indexer into ``target``; ``outcome`` (for a staging file) says what a
+        failure leaves behind, and makes the file whole on its own when done."""
+        from groove_core.indexer import Indexer
+        from groove_core.store import Store, classify_error, sqlite_errors
+
+        store = Store.create(target, self.index_label)
         try:
-            return Indexer(self.kb, self.config, store, self.embedder, progress).run()
+            report = Indexer(self.kb, self.config, store, self.embedder, progress).run()
+            if outcome is not None:
+                store.seal()
+            return report
         except sqlite_errors() as err:
-            # Disk full, a read-only file, I/O errors: the batch in flight was rolled back,
-            # so the index holds every file written before it, consistently.
-            raise StoreError(
-                f"writing the index {self.index_file} failed: {err}. Every file indexed "
-                "before this point is intact; fix the cause (free disk space, permissions) "
-                "and run 'groove index' again, or 'groove doctor' to check it"
-            ) from None
+            # The batch in flight was rolled back: every file written before it is intact.
+            intact = "Every file indexed before this point is intact."
+            raise classify_error(err, self.index_label, "writing", outcome or intact) from None
         finally:
             store.close()
 
+    def _rebuild(self, progress: ProgressFn | None) -> IndexReport:
+        from groove_core.store import staging_path, swap_in
+
+        staging = staging_path(self.index_file)
+        try:
+            report = self._index_into(staging, progress, "The existing index was left as it was.")
+            swap_in(staging, self.index_file, self.index_label)
+        except BaseException:
+            self._discard_staging(strict=False)
+            raise
+        return report
+
+    def _discard_staging(self, *, strict: bool) -> None:
+        """Remove a staging file left by a killed or failed rebuild: a rebuild always
+        starts afresh (``strict``: it must), other runs only tidy up."""
+        from groove_core.store import StoreError, remove_index_files, staging_path
+
+        try:
+            remove_index_files(staging_path(self.index_file), self.index_label + ".new")
+        except StoreError:
+            if strict:
+                raise
+
     def doctor(self, *, repair: bool = False) -> DoctorResult:
-        """Check the index (SQLite integrity and the one-to-one agreements between
-        documents, chunks, FTS rows and vectors); with ``repair``, fix what is wrong by
-        re-indexing the affected documents, or rebuilding when the file itself is damaged."""
-        from groove_core.store import Store, StoreError, check_consistency, repair_rows
+        """Check the index (SQLite integrity, the one-to-one agreements between documents,
+        chunks, FTS rows and vectors, an unfinished index run); with ``repair``, fix what is
+        wrong by re-indexing the affected documents, or rebuilding when the file itself is
+        damaged. Environment problems (no space, read-only, permissions) are reported as
+        such and never repaired by deleting or rebuilding the index."""
+        from groove_core.store import StoreError
 
         self.close()
+        self._discard_staging(strict=False)
         result = DoctorResult()
-        found = None
+        self._diagnose(result, repair)
+        if repair and result.problems and not result.environment:
+            try:
+                result.report = self.index(rebuild=result.rebuilt)
+            except StoreError as err:
+                result.environment.append(str(err))
+            else:
+                result.repaired = True
+        return result
+
+    def _diagnose(self, result: DoctorResult, repair: bool) -> None:
+        from groove_core.store import (
+            IndexEnvironmentError,
+            Store,
+            StoreError,
+            check_consistency,
+            classify_error,
+            error_kind,
+            repair_rows,
+            sqlite_errors,
+        )
+
         try:
-            store = Store.open(self.index_file)
+            store = Store.open(self.index_file, self.index_label)
+        except IndexEnvironmentError as err:
+            result.environment.append(str(err))
+            return
         except StoreError as err:
             if not self.index_file.exists():
                 raise
             result.problems.append(str(err))
-        else:
-            try:
-                found = check_consistency(store)
-                result.problems.extend(_describe(found))
-                if repair and found.integrity == () and not found.ok:
-                    result.reindexed = repair_rows(store, found)
-            finally:
-                store.close()
-        if repair and result.problems:
-            result.rebuilt = found is None or bool(found.integrity)
-            result.report = self.index(rebuild=result.rebuilt)
-        return result
+            result.rebuilt = True
+            return
+        try:
+            found = check_consistency(store)
+            result.problems.extend(_describe(found))
+            result.environment.extend(found.environment)
+            result.rebuilt = bool(found.integrity)
+            incomplete = None if result.rebuilt else store.incomplete()
+            result.problems.extend([incomplete] if incomplete else [])
+            if repair and not found.integrity and not found.ok and not found.environment:
+                result.reindexed = repair_rows(store, found)
+        except sqlite_errors() as err:
+            found_by = result.environment if error_kind(err) == "environment" else result.problems
+            found_by.append(str(classify_error(err, self.index_label, "repairing")))
+        finally:
+            store.close()
 
     # -- searching -------------------------------------------------------------------------
 
@@ -143,20 +228,33 @@ class Groove:
     ) -> tuple[SearchResponse, list[LegResult], Any]:
         """The response, each leg's output, and the query context (for --explain)."""
         from groove_core.pipeline import build_context, run
+        from groove_core.store import classify_error, sqlite_errors
 
         filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
-        with self.store.snapshot():
-            ctx = build_context(
-                self.plugins,
-                self.store,
-                self.embedder,
-                query,
-                limit=self.config.search.default_limit if limit is None else limit,
-                filters=filters,
-                options=options or {},
-            )
-            response, legs = run(ctx, self.plugins)
-            return self._mark_stale(response), legs, ctx
+        store = self.store
+        try:
+            with store.snapshot():
+                ctx = build_context(
+                    self.plugins,
+                    store,
+                    self.embedder,
+                    query,
+                    limit=self.config.search.default_limit if limit is None else limit,
+                    filters=filters,
+                    options=options or {},
+                )
+                response, legs = run(ctx, self.plugins)
+                return self._annotate(store, response), legs, ctx
+        except sqlite_errors() as err:
+            raise classify_error(err, self.index_label, "searching", suspect=True) from None
+
+    def _annotate(self, store: Store, response: SearchResponse) -> SearchResponse:
+        """Stale hits, and a warning when the index is known to be partial."""
+        response = self._mark_stale(response)
+        incomplete = store.incomplete()
+        if incomplete is None:
+            return response
+        return replace(response, warnings=(*response.warnings, incomplete))
 
     def _mark_stale(self, response: SearchResponse) -> SearchResponse:
         """Flag hits whose file changed on disk after indexing (one stat per hit)."""
@@ -177,14 +275,17 @@ class Groove:
 class DoctorResult:
     """What ``groove doctor`` found and, with ``repair``, what it did about it."""
 
-    problems: list[str] = field(default_factory=list)
-    rebuilt: bool = False
+    problems: list[str] = field(default_factory=list)  # what is wrong with the index
+    #: What is wrong around it (no space, read-only, permissions): not damage, not repaired.
+    environment: list[str] = field(default_factory=list)
+    rebuilt: bool = False  # the file is damaged: (to be) rebuilt beside and swapped in
     reindexed: list[str] = field(default_factory=list)
+    repaired: bool = False
     report: IndexReport | None = None
 
     @property
     def healthy(self) -> bool:
-        return not self.problems
+        return not self.problems and not self.environment
 
 
 def _describe(found: Consistency) -> list[str]:
@@ -199,13 +300,3 @@ def _describe(found: Consistency) -> list[str]:
         if ids:
             problems.append(f"{len(ids)} {label}")
     return problems
-
-
-def remove_index(path: Path) -> None:
-    """Delete an index file and its WAL companions (``--rebuild``)."""
-    for suffix in ("", "-wal", "-shm", "-journal"):
-        target = Path(f"{path}{suffix}")
-        if target.is_dir():
-            shutil.rmtree(target)
-        elif target.exists():
-            os.unlink(target)

@@ -67,7 +67,12 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 @click.command("index")
 @click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
 @config_option
-@click.option("--rebuild", is_flag=True, help="Delete the index and build it from scratch.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Build a new index from scratch beside the old one; it replaces the old one only "
+    "when complete.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @handle_errors
 def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) -> None:
@@ -134,11 +139,14 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
     result = app.doctor(repair=repair)
     for problem in result.problems:
         click.echo(f"problem: {printable(problem)}")
+    for problem in result.environment:
+        click.echo(f"environment: {printable(problem)}")
     if result.healthy:
-        click.echo(f"index {printable(str(app.index_file))} is healthy")
+        click.echo(f"index {printable(app.index_label)} is healthy")
         return
-    if not repair:
-        click.echo("run 'groove doctor --repair' to fix it", err=True)
+    if not repair or not result.repaired:
+        fix = "fix the environment, then " if result.environment else ""
+        click.echo(f"{fix}run 'groove doctor --repair' to fix the index", err=True)
         sys.exit(1)
     if result.rebuilt:
         click.echo("the index file was damaged: rebuilt from the knowledge base")

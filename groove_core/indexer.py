@@ -178,6 +178,7 @@ class Indexer:
     def run(self) -> IndexReport:
         started = time.perf_counter()
         self.store.check_embedder(self.embedder.identity)
+        self.store.begin_run()
         states = self.store.doc_states()
         files = list(walk_kb(self.kb, self.config, self.store.path, self.report.skipped))
         seen: set[str] = set()
@@ -193,6 +194,8 @@ class Indexer:
         if removed:
             self.store.delete_documents(removed)
         self.report.removed = len(removed)
+        # After the last write: a kill before this leaves the mark, never a false "complete".
+        self.store.end_run()
         counts = self.store.counts()
         self.report.documents_total = counts["documents"]
         self.report.chunks_total = counts["chunks"]

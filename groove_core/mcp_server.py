@@ -201,6 +201,8 @@ class StatusOut(BaseModel):
     last_indexed: str | None = Field(description="ISO 8601 UTC time of the newest indexed file")
     plugins: list[str] = Field(description="enabled plugins")
     changes_on_disk: ChangesOut
+    incomplete: bool = Field(False, description="an index run filling the index is unfinished")
+    incomplete_note: str | None = Field(None, description="what is missing and how to finish it")
 
 
 # -- the groove thread -------------------------------------------------------------------
@@ -513,6 +515,7 @@ class _Tools:
         store = self.app.store
         identity = store.embedder_identity()
         docs = store.documents()
+        note = store.incomplete()
         index_file = self.app.index_file
         shown = (
             index_file.relative_to(self.app.kb).as_posix()
@@ -531,6 +534,8 @@ class _Tools:
             last_indexed=iso_time(max((d["indexed_at"] for d in docs), default=None)),
             plugins=[i.name for i in self.app.plugins.infos if i.status == "enabled"],
             changes_on_disk=ChangesOut(**changes_on_disk(self.app)),
+            incomplete=note is not None,
+            incomplete_note=note,
         )
         return _result(status.model_dump(mode="json"))
 

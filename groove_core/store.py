@@ -10,6 +10,7 @@ index run writes.
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -78,6 +79,9 @@ FTS_RANKED_FILTERED_SQL = (
 #: The exclusion id scan: no bm25, no ORDER BY (ADR-0011).
 FTS_IDS_SQL = "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
 
+#: Meta key present while an index run that fills the index from empty is unfinished.
+INCOMPLETE_KEY = "incomplete_since"
+
 # sqlite-vec caps k for a KNN query.
 VEC_MAX_K = 4096
 #: From this many vectors on, a long-lived Store answers KNN from an in-memory matrix:
@@ -88,6 +92,88 @@ MATRIX_MIN_ROWS = 5_000
 
 class StoreError(Exception):
     """The index cannot be used as it is; the message says how to recover."""
+
+
+class IndexDamagedError(StoreError):
+    """The index file itself is damaged (corrupt pages, not a database): rebuild it."""
+
+
+class IndexEnvironmentError(StoreError):
+    """The index cannot be read or written because of its surroundings (no space left,
+    a read-only file or folder, permissions, I/O errors); the file itself may be fine, and
+    rebuilding it would not help."""
+
+
+#: Primary SQLite result codes (sqlite3.h) that mean the file is damaged ...
+_DAMAGE_CODES = {11: "SQLITE_CORRUPT", 26: "SQLITE_NOTADB"}
+#: ... and those that mean the environment stands in the way, with what to tell the user.
+_ENVIRONMENT_CODES = {
+    3: "permission denied",
+    5: "the index is locked by another process",
+    6: "the index is locked by another process",
+    8: "the index file or its folder is read-only",
+    10: "a disk I/O error",
+    13: "no space left on the disk",
+    14: "the index file cannot be opened (check the permissions of it and its folder)",
+    23: "access denied",
+}
+
+
+#: SQLite's own text for those codes (sqlite3_errstr): sqlite-vec re-raises a failed write
+#: as a plain SQLITE_ERROR whose message quotes it ("Could not create ... shadow table:
+#: database or disk is full"), so the text is the only trace of the cause.
+_CODE_TEXTS = {
+    "database disk image is malformed": 11,
+    "file is not a database": 26,
+    "database or disk is full": 13,
+    "attempt to write a readonly database": 8,
+    "disk I/O error": 10,
+    "unable to open database file": 14,
+}
+
+
+def _primary_code(err: BaseException) -> int | None:
+    code = getattr(err, "sqlite_errorcode", None)
+    if isinstance(code, int) and code & 0xFF != 1:  # 1: SQLITE_ERROR, says nothing
+        # Extended codes (e.g. SQLITE_READONLY_DBMOVED) carry the primary one in the low byte.
+        return code & 0xFF
+    text = str(err)
+    return next((c for t, c in _CODE_TEXTS.items() if t in text), None)
+
+
+def error_kind(err: BaseException) -> str | None:
+    """'damaged', 'environment' or None (neither: a bug or a bad statement)."""
+    code = _primary_code(err)
+    if code in _DAMAGE_CODES:
+        return "damaged"
+    if code in _ENVIRONMENT_CODES:
+        return "environment"
+    return None
+
+
+def classify_error(
+    err: BaseException, label: str, doing: str, outcome: str = "", *, suspect: bool = False
+) -> StoreError:
+    """A StoreError for a database error met while ``doing`` something with the index
+    ``label``, of the class that says whether the file or its surroundings are at fault.
+    ``outcome`` tells the user what state the failure left the index in. ``suspect``: the
+    statements were groove's own, fixed ones, so an error that is not the environment's
+    means the file is damaged (sqlite-vec reports unreadable shadow tables as plain
+    errors, e.g. "vectors blob read error")."""
+    kind = error_kind(err) or ("damaged" if suspect else None)
+    tail = f" {outcome}" if outcome else ""
+    if kind == "damaged":
+        return IndexDamagedError(
+            f"the index {label} is damaged ({err}).{tail} Run 'groove doctor --repair' to "
+            "rebuild it from the knowledge base"
+        )
+    if kind == "environment":
+        cause = _ENVIRONMENT_CODES[_primary_code(err) or 0]
+        return IndexEnvironmentError(
+            f"{doing} the index {label} failed: {cause} ({err}). The cause is the "
+            f"environment, not the index file.{tail} Fix the cause and try again"
+        )
+    return StoreError(f"{doing} the index {label} failed: {err}.{tail}")
 
 
 class _VectorMatrix:
@@ -168,52 +254,125 @@ def sqlite_errors() -> tuple[type[BaseException], ...]:
     return (sqlite3.DatabaseError,)
 
 
-class Store:
-    """The index file. Construct with :meth:`open` (search) or :meth:`create` (indexing)."""
+def file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of a file, or None when it is missing: a replaced file differs."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
 
-    def __init__(self, conn: Any, path: Path) -> None:
+
+#: SQLite's companion files of an index (WAL mode, and a rollback journal left by a crash).
+COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
+
+
+def staging_path(path: Path) -> Path:
+    """Where a rebuild is built, beside the index (same file system: the swap is a rename)."""
+    return path.with_name(path.name + ".new")
+
+
+def remove_index_files(path: Path, label: str) -> None:
+    """Delete an index file and its companions (a leftover or abandoned staging file)."""
+    for suffix in ("", *COMPANION_SUFFIXES):
+        try:
+            Path(f"{path}{suffix}").unlink()
+        except (FileNotFoundError, NotADirectoryError):
+            pass
+        except OSError as err:
+            raise IndexEnvironmentError(
+                f"cannot remove the unfinished index {label}{suffix}: {err.strerror}"
+            ) from None
+
+
+def swap_in(staging: Path, path: Path, label: str) -> None:
+    """Put the finished index at ``staging`` in place of ``path`` in one rename.
+
+    The old file's WAL and shared-memory files are removed first: SQLite finds them by
+    name, and frames of the old database applied to the new one would corrupt it. A
+    process that still has the old file open keeps reading it (its descriptors outlive
+    the names) until it notices the swap and reopens (:meth:`Store.replaced`).
+    """
+    try:
+        for suffix in COMPANION_SUFFIXES:
+            Path(f"{path}{suffix}").unlink(missing_ok=True)
+        os.replace(staging, path)
+    except OSError as err:
+        raise IndexEnvironmentError(
+            f"cannot put the rebuilt index in place of {label}: {err.strerror} (a read-only "
+            "file or folder?). The existing index was left as it was"
+        ) from None
+
+
+class Store:
+    """The index file. Construct with :meth:`open` (search) or :meth:`create` (indexing).
+
+    ``label`` names the file in messages (the KB-relative path, from the app).
+    """
+
+    def __init__(self, conn: Any, path: Path, label: str | None = None) -> None:
         self.conn = conn
         self.path = path
+        self.label = label or str(path)
+        self.identity: tuple[int, int] | None = None
         self._matrix: _VectorMatrix | None = None
         self._knn_calls = 0
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path) -> Store:
+    def open(cls, path: Path, label: str | None = None) -> Store:
         """Open an existing index for searching."""
+        shown = label or str(path)
         if not path.exists():
-            raise StoreError(f"no index at {path}: run 'groove index' on the knowledge base first")
-        store = cls._connect(path)
+            raise StoreError(f"no index at {shown}: run 'groove index' on the knowledge base first")
+        store = cls._connect(path, shown)
         store._check_schema(allow_empty=False)
         return store
 
     @classmethod
-    def create(cls, path: Path) -> Store:
+    def create(cls, path: Path, label: str | None = None) -> Store:
         """Open the index for writing, creating and migrating it as needed."""
+        shown = label or str(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as err:
-            raise StoreError(f"cannot create the index folder {path.parent}: {err}") from None
-        store = cls._connect(path)
+            raise IndexEnvironmentError(
+                f"cannot create the index folder of {shown}: {err.strerror}"
+            ) from None
+        store = cls._connect(path, shown)
         store._check_schema(allow_empty=True)
         return store
 
     @classmethod
-    def _connect(cls, path: Path) -> Store:
+    def _connect(cls, path: Path, label: str) -> Store:
+        # The identity is taken before connecting: if the file is replaced in between, the
+        # next replaced() check reopens once more than needed, never once too few.
+        identity = file_identity(path)
         try:
             conn = connect(path)
             conn.execute("PRAGMA journal_mode = WAL")
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite_errors() as err:
-            raise StoreError(
-                f"cannot open the index {path}: {err}. "
-                "Run 'groove index --rebuild' to start it again."
-            ) from None
-        return cls(conn, path)
+            raise classify_error(err, label, "opening") from None
+        store = cls(conn, path, label)
+        store.identity = identity
+        return store
+
+    def replaced(self) -> bool:
+        """True when the file at :attr:`path` is no longer the one this store opened
+        (``index --rebuild`` or a doctor rebuild swapped a new file in)."""
+        now = file_identity(self.path)
+        return now is not None and now != self.identity
 
     def close(self) -> None:
         self.conn.close()
+
+    def seal(self) -> None:
+        """Checkpoint and leave WAL mode, so that the file is whole on its own (no -wal or
+        -shm to carry along) before it is renamed into place; the next open returns to WAL."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.conn.execute("PRAGMA journal_mode = DELETE")
 
     def _check_schema(self, *, allow_empty: bool) -> None:
         try:
@@ -225,22 +384,19 @@ class Store:
                     empty = not self.conn.execute("SELECT 1 FROM sqlite_master").fetchone()
                     if empty:
                         raise StoreError(
-                            f"the index {self.path} is empty: run 'groove index' (or wait for "
+                            f"the index {self.label} is empty: run 'groove index' (or wait for "
                             "the index run that is creating it)"
                         )
-                    raise StoreError(f"{self.path} is not a groove index (no meta table)")
+                    raise StoreError(f"{self.label} is not a groove index (no meta table)")
                 with self.transaction():
                     self._create_schema()
                 return
             version = int(self.get_meta("schema_version") or 0)
         except sqlite_errors() as err:
-            raise StoreError(
-                f"the index {self.path} is unreadable ({err}); "
-                "run 'groove index --rebuild' to build it again"
-            ) from None
+            raise classify_error(err, self.label, "reading") from None
         if version > SCHEMA_VERSION:
             raise StoreError(
-                f"the index {self.path} has schema version {version}, newer than this groove "
+                f"the index {self.label} has schema version {version}, newer than this groove "
                 f"({SCHEMA_VERSION}); upgrade groove or rebuild with 'groove index --rebuild'"
             )
         if version < SCHEMA_VERSION:
@@ -258,7 +414,7 @@ class Store:
             step = MIGRATIONS.get(version)
             if step is None:
                 raise StoreError(
-                    f"the index {self.path} has schema version {version}, which this groove "
+                    f"the index {self.label} has schema version {version}, which this groove "
                     "cannot migrate; run 'groove index --rebuild'"
                 )
             with self.transaction():
@@ -302,6 +458,36 @@ class Store:
             (key, value),
         )
 
+    # -- the incomplete-run marker ---------------------------------------------------------
+
+    def begin_run(self) -> None:
+        """Mark the index incomplete while a run fills it from empty (a first index, a
+        rebuild): a kill part-way then leaves a marked, partial index instead of one that
+        looks whole. A run over a complete index only updates whole files, so it leaves
+        no mark; a run over a marked one keeps the mark until it completes."""
+        with self.transaction():
+            empty = self.conn.execute("SELECT 1 FROM documents LIMIT 1").fetchone() is None
+            if empty and self.get_meta(INCOMPLETE_KEY) is None:
+                self.set_meta(INCOMPLETE_KEY, str(time.time()))
+
+    def end_run(self) -> None:
+        """Clear the mark once every file has been written."""
+        with self.transaction():
+            self.conn.execute("DELETE FROM meta WHERE key = ?", (INCOMPLETE_KEY,))
+
+    def incomplete(self) -> str | None:
+        """A sentence for users when an index run that fills this index has not finished."""
+        since = self.get_meta(INCOMPLETE_KEY)
+        if since is None:
+            return None
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
+        docs = self.counts()["documents"]
+        return (
+            f"the index is incomplete: an index run started {started} has not finished (it is "
+            f"still running or was interrupted), so only {docs} documents are searchable; "
+            "run 'groove index' to complete it"
+        )
+
     def embedder_identity(self) -> tuple[str, int] | None:
         identity, dim = self.get_meta("embedder"), self.get_meta("embedder_dim")
         if identity is None or dim is None:
@@ -313,7 +499,7 @@ class Store:
         recorded = self.embedder_identity()
         if recorded is not None and recorded[0] != identity:
             raise StoreError(
-                f"the index {self.path} was built with embedder {recorded[0]!r} but the "
+                f"the index {self.label} was built with embedder {recorded[0]!r} but the "
                 f"configuration uses {identity!r}: re-index with 'groove index --rebuild'"
             )
 
@@ -632,12 +818,14 @@ class Store:
 class Consistency:
     """What ``groove doctor`` found: SQLite's own checks and the one-to-one agreements."""
 
-    integrity: tuple[str, ...]  # PRAGMA integrity_check / FTS5 integrity-check messages
+    integrity: tuple[str, ...]  # damage: integrity_check / FTS5 integrity-check / read errors
     fts_orphans: frozenset[int]  # FTS rows without a chunk
     vec_orphans: frozenset[int]  # vectors without a chunk
     chunks_without_fts: frozenset[int]
     chunks_without_vec: frozenset[int]
     chunks_without_doc: frozenset[int]
+    #: What the environment kept doctor from checking (e.g. a read-only file); not damage.
+    environment: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -651,25 +839,34 @@ class Consistency:
         )
 
 
+#: FTS5's own consistency check. It is issued as an INSERT, so it needs a writable index.
+_FTS_CHECK_SQL = "INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)"
+
+
 def check_consistency(store: Store) -> Consistency:
-    """Run SQLite's integrity checks and compare documents, chunks, FTS rows and vectors."""
+    """Run SQLite's integrity checks and compare documents, chunks, FTS rows and vectors.
+
+    Never raises for a database error: damage (corrupt pages make statements fail as well
+    as integrity_check report) lands in ``integrity``; an environment that stops a check
+    (a read-only file) lands in ``environment`` and is not mistaken for damage.
+    """
     conn = store.conn
-    problems = [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+    problems: list[str] = []
+    environment: list[str] = []
+    empty: frozenset[int] = frozenset()
     try:
-        conn.execute("INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)")
-    except sqlite_errors() as err:
-        problems.append(f"fts_chunks: {err}")
-    chunks = frozenset(int(r[0]) for r in conn.execute("SELECT id FROM chunks"))
-    fts = frozenset(int(r[0]) for r in conn.execute("SELECT rowid FROM fts_chunks"))
-    vec: frozenset[int] = frozenset()
-    if store.has_vectors():
-        vec = frozenset(int(r[0]) for r in conn.execute("SELECT chunk_id FROM vec_chunks"))
-    homeless = frozenset(
-        int(r[0])
-        for r in conn.execute(
-            "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
+        problems += [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        _fts_self_check(conn, problems, environment)
+        chunks = _ids(conn, "SELECT id FROM chunks")
+        fts = _ids(conn, "SELECT rowid FROM fts_chunks")
+        vec = _ids(conn, "SELECT chunk_id FROM vec_chunks") if store.has_vectors() else empty
+        homeless = _ids(
+            conn, "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
         )
-    )
+    except sqlite_errors() as err:
+        bucket = environment if error_kind(err) == "environment" else problems
+        bucket.append(f"reading the index failed: {err}")
+        return Consistency(tuple(problems), empty, empty, empty, empty, empty, tuple(environment))
     return Consistency(
         integrity=tuple(problems),
         fts_orphans=fts - chunks,
@@ -677,7 +874,22 @@ def check_consistency(store: Store) -> Consistency:
         chunks_without_fts=chunks - fts,
         chunks_without_vec=chunks - vec,
         chunks_without_doc=homeless,
+        environment=tuple(environment),
     )
+
+
+def _ids(conn: Any, sql: str) -> frozenset[int]:
+    return frozenset(int(r[0]) for r in conn.execute(sql))
+
+
+def _fts_self_check(conn: Any, problems: list[str], environment: list[str]) -> None:
+    try:
+        conn.execute(_FTS_CHECK_SQL)
+    except sqlite_errors() as err:
+        if error_kind(err) == "environment":
+            environment.append(f"the FTS self-check was skipped: it needs a writable index ({err})")
+        else:
+            problems.append(f"fts_chunks: {err}")
 
 
 def repair_rows(store: Store, found: Consistency) -> list[str]:
@@ -685,6 +897,8 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
     re-embeds exactly those documents. Returns the paths it forgot."""
     damaged = found.chunks_without_fts | found.chunks_without_vec
     with store.transaction():
+        # Forgotten documents are missing until the index run that follows re-adds them.
+        store.set_meta(INCOMPLETE_KEY, str(time.time()))
         paths = [
             str(r[0])
             for r in store.conn.execute(
