@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 CONFIG_FILENAME = "groove.toml"
 DEFAULT_INDEX_DIR = ".groove"
 INDEX_FILENAME = "index.sqlite"
-#: Default of ``[index] max_chunks_per_file``: over 10x the most chunks any file of the
+#: Default of ``[index] max_chunks_per_file``: over 100x the most chunks (41) any file of the
 #: bundled evaluation collections makes at the default chunk size (see docs/reliability.md).
 MAX_CHUNKS_PER_FILE = 5000
 
