@@ -37,14 +37,15 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import pairwise
+from itertools import islice, pairwise
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
+    from markdown_it.rules_block import StateBlock
     from markdown_it.token import Token
 
-__all__ = ["Chunk", "ParsedDocument", "estimate_tokens", "parse_markdown"]
+__all__ = ["Chunk", "ParsedDocument", "TooManyChunks", "estimate_tokens", "parse_markdown"]
 
 
 @dataclass(frozen=True)
@@ -89,7 +90,40 @@ def _parsers() -> tuple[MarkdownIt, MarkdownIt]:
 
     block = MarkdownIt("commonmark")
     block.core.ruler.enableOnly(["normalize", "block"])
+    block.block.ruler.before("table", "groove_heading_budget", _heading_budget)
     return block, MarkdownIt("commonmark")
+
+
+class _HeadingBudget:
+    """How many top-level headings a parse may produce before it is abandoned.
+
+    Checked while markdown-it parses, not after: its tokens for a flood of headings
+    (``"# h\n" * 1_000_000``) take over a gigabyte and a minute to build.
+    """
+
+    def __init__(self, max_chunks: int) -> None:
+        self.max_chunks = max_chunks
+        self.limit = _HEADINGS_PER_CHUNK * max_chunks
+        self.scanned = 0
+        self.headings = 0
+
+    def check(self, tokens: Sequence[Token]) -> None:
+        new = tokens[self.scanned :]
+        self.scanned = len(tokens)
+        self.headings += sum(1 for t in new if t.type == "heading_open" and t.level == 0)
+        if self.headings > self.limit:
+            raise TooManyChunks(self.max_chunks)
+
+
+_BUDGET_KEY = "groove_heading_budget"
+
+
+def _heading_budget(state: StateBlock, start_line: int, end_line: int, silent: bool) -> bool:
+    """A block rule that never matches: it runs before each block, to enforce the budget."""
+    budget = state.env.get(_BUDGET_KEY)
+    if isinstance(budget, _HeadingBudget):
+        budget.check(state.tokens)
+    return False
 
 
 _LINE_BREAK = re.compile(r"\r\n?|\n")
@@ -101,6 +135,20 @@ _TAG_KEYS = ("tags", "tag", "keywords")
 # setext "heading" from being inline-parsed and copied into every chunk's context.
 _MAX_HEADING_CHARS = 1000
 _CONTEXT_SEPARATOR = " > "
+
+
+# A dropped heading-only section is followed by a deeper one, so at most five in a row are
+# dropped (levels 1 to 6) before one is kept: a document with more than this many times
+# ``max_chunks`` headings has more than ``max_chunks`` chunks, known before any is built.
+_HEADINGS_PER_CHUNK = 6
+
+
+class TooManyChunks(ValueError):
+    """A document that would make more than the allowed number of chunks."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"more than {limit} chunks")
+        self.limit = limit
 
 
 def estimate_tokens(text: str) -> int:
@@ -163,25 +211,38 @@ class _Section:
     heading_path: tuple[str, ...]
 
 
-def parse_markdown(text: str, *, fallback_title: str, max_tokens: int = 400) -> ParsedDocument:
+def parse_markdown(
+    text: str, *, fallback_title: str, max_tokens: int = 400, max_chunks: int | None = None
+) -> ParsedDocument:
     """Parse a Markdown document into metadata and heading-aware chunks.
 
     Never raises on any ``str``; problems (bad front matter) become ``warnings``. Only a
-    ``max_tokens`` below 1 is an error, since no chunk could be produced under it.
+    ``max_tokens`` below 1 is an error, since no chunk could be produced under it, and a
+    document with more than ``max_chunks`` chunks raises :class:`TooManyChunks` after
+    building at most ``max_chunks + 1`` of them (and sections for a few times that).
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     lines = _Lines(text)
     body_line, front_matter, warnings = _front_matter(lines)
-    tokens = _parsers()[0].parse(text[lines.offset(body_line) :])
+    budget = None if max_chunks is None else _HeadingBudget(max_chunks)
+    tokens = _parsers()[0].parse(text[lines.offset(body_line) :], {_BUDGET_KEY: budget})
+    if budget is not None:
+        budget.check(tokens)  # the headings after the last block start
     sections = _sections(tokens, body_line, lines.count)
     title = _title(front_matter, sections, fallback_title)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4)
+    chunks = _chunks(sections, splitter, lines, title)
+    if max_chunks is not None:
+        chunks = islice(chunks, max_chunks + 1)
+    built = tuple(chunks)
+    if max_chunks is not None and len(built) > max_chunks:
+        raise TooManyChunks(max_chunks)
     return ParsedDocument(
         title=title,
         tags=_tags(front_matter),
         front_matter=front_matter,
-        chunks=tuple(_chunks(sections, splitter, lines, title)),
+        chunks=built,
         warnings=tuple(warnings),
     )
 

@@ -12,11 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 CONFIG_FILENAME = "groove.toml"
 DEFAULT_INDEX_DIR = ".groove"
 INDEX_FILENAME = "index.sqlite"
+#: Default of ``[index] max_chunks_per_file``: over 100x the most chunks (41) any file of the
+#: bundled evaluation collections makes at the default chunk size (see docs/reliability.md).
+MAX_CHUNKS_PER_FILE = 5000
 
 
 class ConfigError(Exception):
@@ -112,10 +115,26 @@ class IndexConfig(_Strict):
     max_file_bytes: int = Field(
         10 * 1024 * 1024, ge=1024, description="larger files are skipped with a warning"
     )
+    max_chunks_per_file: int = Field(
+        MAX_CHUNKS_PER_FILE,
+        ge=1,
+        description="files that would make more chunks are skipped with a warning",
+    )
     extensions: tuple[str, ...] = Field(
         (".md", ".markdown"), description="file name endings that are indexed"
     )
     ignore: tuple[str, ...] = Field((), description="extra glob patterns never indexed")
+
+    @field_validator("ignore")
+    @classmethod
+    def _globs_compile(cls, patterns: tuple[str, ...]) -> tuple[str, ...]:
+        # Checked here so a bad pattern is a configuration error naming the key, not a
+        # failure halfway through a walk.
+        from groove_core.filters import compile_glob
+
+        for pattern in patterns:
+            compile_glob(pattern)
+        return patterns
 
 
 class PluginsConfig(_Strict):

@@ -8,16 +8,19 @@ by size + mtime first, then by content hash, and are never re-embedded.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
-from groove_core.chunking import Chunk, parse_markdown
-from groove_core.config import GrooveConfig
+from groove_core.chunking import Chunk, TooManyChunks, parse_markdown
+from groove_core.config import DEFAULT_INDEX_DIR, ConfigError, GrooveConfig, IndexConfig
 from groove_core.embedding import Embedder
+from groove_core.filters import GlobError, compile_glob, path_matches
 from groove_core.store import DocState, NewDocument, Store
 
 #: Folders never indexed, wherever they are.
@@ -77,56 +80,184 @@ class SourceFile:
 
 
 def _ignored(rel: str, patterns: tuple[str, ...]) -> bool:
-    from groove_core.filters import path_matches
-
     return any(path_matches(p, rel) for p in patterns)
 
 
 def read_ignore_file(kb: Path) -> tuple[str, ...]:
-    """Patterns from ``<kb>/.grooveignore`` (one glob a line, ``#`` comments)."""
+    """Patterns from ``<kb>/.grooveignore`` (one glob a line, ``#`` comments).
+
+    A malformed line is a :class:`ConfigError` naming it: skipping it would index (and
+    serve) the very files it was written to keep out.
+    """
     try:
         text = (kb / ".grooveignore").read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return ()
-    lines = (line.strip() for line in text.splitlines())
-    return tuple(line for line in lines if line and not line.startswith("#"))
+    patterns = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        try:
+            compile_glob(line)
+        except GlobError as err:
+            raise ConfigError(f".grooveignore line {number}: {err}") from None
+        patterns.append(line)
+    return tuple(patterns)
+
+
+def ignore_patterns(kb: Path, config: GrooveConfig) -> tuple[str, ...]:
+    """Every ignore pattern in force: ``[index] ignore`` and ``.grooveignore``."""
+    return config.index.ignore + read_ignore_file(kb)
+
+
+def exclusion(rel: str, patterns: tuple[str, ...]) -> str | None:
+    """Why the KB-relative ``rel`` is never indexed nor served, or None.
+
+    One rule for the indexer (a symbolic link's target) and get_document, so a link can
+    never make search return what get_document refuses.
+    """
+    parts = PurePosixPath(rel).parts
+    for part in parts[:-1]:
+        if part in ALWAYS_IGNORED_DIRS or part == DEFAULT_INDEX_DIR:
+            return f"inside {part}/, which groove never indexes and never serves"
+    folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
+    for candidate in [rel, *folders]:
+        hit = next((p for p in patterns if path_matches(p, candidate)), None)
+        if hit is not None:
+            return f"excluded by the ignore pattern {hit!r}"
+    return None
+
+
+@dataclass(frozen=True)
+class _Walk:
+    """What every file of one walk is checked against."""
+
+    root: Path
+    index_dir: Path
+    patterns: tuple[str, ...]
+    extensions: tuple[str, ...]
 
 
 def walk_kb(
     kb: Path, config: GrooveConfig, index_file: Path, skipped: list[tuple[str, str]]
 ) -> Iterator[SourceFile]:
-    """Markdown files under ``kb``, never leaving it (symlinks out of it are skipped)."""
-    root = kb.resolve()
-    index_dir = index_file.resolve().parent
-    patterns = config.index.ignore + read_ignore_file(kb)
-    extensions = tuple(e.lower() for e in config.index.extensions)
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+    """Regular Markdown files under ``kb``, never leaving it; the rest is added to
+    ``skipped`` with the reason (links out of the KB or into ignored folders, loops,
+    FIFOs and devices)."""
+    walk = _Walk(
+        kb.resolve(),
+        Path(os.path.realpath(index_file)).parent,
+        ignore_patterns(kb, config),
+        tuple(e.lower() for e in config.index.extensions),
+    )
+    for dirpath, dirnames, filenames in os.walk(walk.root, followlinks=False):
         here = Path(dirpath)
-        dirnames[:] = sorted(
-            d
-            for d in dirnames
-            if d not in ALWAYS_IGNORED_DIRS
-            and (here / d).resolve() != index_dir
-            and not _ignored((here / d).relative_to(root).as_posix() + "/", patterns)
-        )
+        dirnames[:] = sorted(d for d in dirnames if _walk_into(walk, here / d))
         for name in sorted(filenames):
-            if not name.lower().endswith(extensions):
+            if not name.lower().endswith(walk.extensions):
                 continue
             path = here / name
-            rel = path.relative_to(root).as_posix()
-            if _ignored(rel, patterns):
+            rel = path.relative_to(walk.root).as_posix()
+            if _ignored(rel, walk.patterns):
                 continue
-            if path.is_symlink():
-                target = path.resolve()
-                if not target.is_relative_to(root):
-                    skipped.append((rel, "symlink pointing outside the knowledge base"))
-                    continue
-            try:
-                st = path.stat()
-            except OSError as err:
-                skipped.append((rel, f"cannot read: {err.strerror}"))
-                continue
-            yield SourceFile(rel, path, st.st_size, st.st_mtime_ns)
+            found = _source(walk, path, rel)
+            if isinstance(found, str):
+                skipped.append((rel, found))
+            else:
+                yield found
+
+
+def _walk_into(walk: _Walk, folder: Path) -> bool:
+    rel = folder.relative_to(walk.root).as_posix() + "/"
+    return (
+        folder.name not in ALWAYS_IGNORED_DIRS
+        and Path(os.path.realpath(folder)) != walk.index_dir
+        and not _ignored(rel, walk.patterns)
+    )
+
+
+def _source(walk: _Walk, path: Path, rel: str) -> SourceFile | str:
+    """The file to index at ``path``, or why it is skipped."""
+    try:
+        st = path.lstat()
+    except OSError as err:
+        return f"cannot read: {err.strerror}"
+    if stat.S_ISLNK(st.st_mode):
+        refusal = _link_refusal(walk, path)
+        if refusal is not None:
+            return refusal
+        try:
+            st = path.stat()
+        except OSError as err:
+            return _link_error(err)
+    if not stat.S_ISREG(st.st_mode):
+        return f"not a regular file ({_file_kind(st.st_mode)})"
+    return SourceFile(rel, path, st.st_size, st.st_mtime_ns)
+
+
+def _link_refusal(walk: _Walk, link: Path) -> str | None:
+    """Why a symbolic link is not followed: its target must pass every rule a file does."""
+    # realpath, not Path.resolve: on Python 3.11 resolve raises RuntimeError on a loop,
+    # which aborted the whole run; a loop is reported by the stat that follows instead.
+    target = Path(os.path.realpath(link))
+    if not target.is_relative_to(walk.root):
+        return "symlink pointing outside the knowledge base"
+    target_rel = target.relative_to(walk.root).as_posix()
+    if target.is_relative_to(walk.index_dir):
+        return f"symlink to {target_rel}, inside the index folder"
+    reason = exclusion(target_rel, walk.patterns)
+    if reason is not None:
+        return f"symlink to {target_rel}, which is {reason}"
+    if not target_rel.lower().endswith(walk.extensions):
+        return f"symlink to {target_rel}, which is not a Markdown file"
+    return None
+
+
+def _link_error(err: OSError) -> str:
+    if err.errno == errno.ELOOP:
+        return "symlink loop (the link leads back to itself)"
+    if err.errno == errno.ENOENT:
+        return "broken symlink (its target does not exist)"
+    return f"cannot read: {err.strerror}"
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "not a plain file"
+
+
+def read_source(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the regular file at ``path``.
+
+    Opened non-blocking and checked on the open descriptor: a FIFO swapped in after the
+    walk would otherwise block the run (or the watcher) forever. Reading one byte past the
+    limit tells a file that grew past it since its ``stat``.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ValueError(f"not a regular file ({_file_kind(mode)})")
+        chunks = []
+        remaining = limit + 1
+        while remaining > 0:
+            chunk = os.read(fd, min(remaining, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def decode_markdown(data: bytes) -> str:
@@ -140,10 +271,21 @@ def decode_markdown(data: bytes) -> str:
 
 
 def _new_document(
-    src: SourceFile, text: str, digest: str, max_tokens: int
+    src: SourceFile, text: str, digest: str, index: IndexConfig
 ) -> tuple[NewDocument, tuple[str, ...]]:
-    """The document to write, and the chunker's warnings about it (e.g. bad front matter)."""
-    parsed = parse_markdown(text, fallback_title=Path(src.rel).stem, max_tokens=max_tokens)
+    """The document to write, and the chunker's warnings about it (e.g. bad front matter).
+
+    Raises ValueError (naming the setting) for a file over ``index.max_chunks_per_file``.
+    """
+    try:
+        parsed = parse_markdown(
+            text,
+            fallback_title=Path(src.rel).stem,
+            max_tokens=index.max_chunk_tokens,
+            max_chunks=index.max_chunks_per_file,
+        )
+    except TooManyChunks as err:
+        raise ValueError(f"{err}: over index.max_chunks_per_file") from None
     doc = NewDocument(
         src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, parsed.chunks
     )
@@ -181,59 +323,76 @@ class Indexer:
         self.store.begin_run()
         states = self.store.doc_states()
         files = list(walk_kb(self.kb, self.config, self.store.path, self.report.skipped))
-        seen: set[str] = set()
+        kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
         for done, src in enumerate(files, start=1):
-            seen.add(src.rel)
-            self._visit(src, states.get(src.rel), touched)
+            reason = self._visit(src, states.get(src.rel), touched)
+            if reason is None:
+                kept.add(src.rel)
+            else:
+                self.report.skipped.append((src.rel, reason))
             self.progress(src.rel, done, len(files))
         self._flush()
         if touched:
             self.store.touch_documents(touched)
-        removed = [p for p in states if p not in seen]
+        # A file that can no longer be indexed leaves the index like a deleted one: its old
+        # text must not stay searchable as if it were the file's content.
+        removed = [p for p in states if p not in kept]
         if removed:
             self.store.delete_documents(removed)
         self.report.removed = len(removed)
         # After the last write: a kill before this leaves the mark, never a false "complete".
         self.store.end_run()
+        self._note_dropped(states)
         counts = self.store.counts()
         self.report.documents_total = counts["documents"]
         self.report.chunks_total = counts["chunks"]
         self.report.seconds = time.perf_counter() - started
         return self.report
 
+    def _note_dropped(self, states: dict[str, DocState]) -> None:
+        """Say so in the reason of each skipped file whose earlier version was dropped."""
+        self.report.skipped = [
+            (rel, f"{reason}; its earlier version was removed from the index")
+            if rel in states
+            else (rel, reason)
+            for rel, reason in self.report.skipped
+        ]
+
     def _visit(
         self, src: SourceFile, state: DocState | None, touched: list[tuple[str, int, int]]
-    ) -> None:
+    ) -> str | None:
+        """Queue ``src`` for writing if it changed; the reason it is skipped, or None."""
         if state is not None and state.size == src.size and state.mtime_ns == src.mtime_ns:
             self.report.unchanged += 1
-            return
-        if src.size > self.config.index.max_file_bytes:
-            limit = self.config.index.max_file_bytes
-            self.report.skipped.append(
-                (src.rel, f"larger than index.max_file_bytes ({src.size} > {limit} bytes)")
-            )
-            return
+            return None
+        limit = self.config.index.max_file_bytes
+        if src.size > limit:
+            return f"larger than index.max_file_bytes ({src.size} > {limit} bytes)"
         try:
-            data = src.path.read_bytes()
+            data = read_source(src.path, limit)
+            if len(data) > limit:
+                return f"larger than index.max_file_bytes (over {limit} bytes)"
             text = decode_markdown(data)
         except OSError as err:
-            self.report.skipped.append((src.rel, f"cannot read: {err.strerror}"))
-            return
+            return f"cannot read: {err.strerror}"
         except ValueError as err:
-            self.report.skipped.append((src.rel, str(err)))
-            return
+            return str(err)
         digest = hashlib.sha256(data).hexdigest()
         if state is not None and state.content_hash == digest:
             touched.append((src.rel, src.size, src.mtime_ns))
             self.report.unchanged += 1
-            return
-        doc, warnings = _new_document(src, text, digest, self.config.index.max_chunk_tokens)
+            return None
+        try:
+            doc, warnings = _new_document(src, text, digest, self.config.index)
+        except ValueError as err:
+            return str(err)
         self.report.warnings.extend((src.rel, w) for w in warnings)
         self._pending.append((doc, state is None))
         self._pending_chunks += len(doc.chunks)
         if self._pending_chunks >= self.config.embedder.batch_size:
             self._flush()
+        return None
 
     def _flush(self) -> None:
         """Embed the pending files' chunks and write those files in one transaction."""

@@ -54,23 +54,12 @@ def _check_shape(rel: str) -> str:
 
 def _refusal(app: Groove, rel: str, target: Path) -> str | None:
     """Why a file inside the KB is still not served (an excluded folder), or None."""
-    from groove_core.config import DEFAULT_INDEX_DIR
-    from groove_core.filters import path_matches
-    from groove_core.indexer import ALWAYS_IGNORED_DIRS, read_ignore_file
+    from groove_core.indexer import exclusion, ignore_patterns
 
-    parts = PurePosixPath(rel).parts
-    for part in parts[:-1]:
-        if part in ALWAYS_IGNORED_DIRS or part == DEFAULT_INDEX_DIR:
-            return f"{rel!r} is inside {part}/, which groove never serves"
     if target.is_relative_to(app.index_file.resolve().parent):
         return f"{rel!r} is inside the index folder, which groove never serves"
-    patterns = app.config.index.ignore + read_ignore_file(app.kb)
-    folders = ["/".join(parts[: i + 1]) + "/" for i in range(len(parts) - 1)]
-    for candidate in [rel, *folders]:
-        hit = next((p for p in patterns if path_matches(p, candidate)), None)
-        if hit is not None:
-            return f"{rel!r} is excluded by the ignore pattern {hit!r}"
-    return None
+    reason = exclusion(rel, ignore_patterns(app.kb, app.config))
+    return None if reason is None else f"{rel!r} is {reason}"
 
 
 def resolve_markdown(app: Groove, rel: str) -> KBFile:
@@ -101,14 +90,14 @@ def resolve_markdown(app: Groove, rel: str) -> KBFile:
 
 def read_text(app: Groove, file: KBFile) -> str:
     """The file's text, decoded as the indexer decodes it, within the indexer's size cap."""
-    from groove_core.indexer import decode_markdown
+    from groove_core.indexer import decode_markdown, read_source
 
     limit = app.config.index.max_file_bytes
     try:
-        size = file.path.stat().st_size
-        if size > limit:
+        data = read_source(file.path, limit)
+        if len(data) > limit:
             raise DocumentError(f"{file.rel!r} is larger than index.max_file_bytes ({limit})")
-        return decode_markdown(file.path.read_bytes())
+        return decode_markdown(data)
     except OSError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err.strerror}") from None
     except ValueError as err:

@@ -8,6 +8,7 @@ watcher waits until the tree stops changing for ``debounce`` seconds.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -79,17 +80,37 @@ class Watcher:
         self.on_report(report)
 
     def run(self) -> None:
-        """Index once to catch up, then watch until :attr:`stop` is set."""
+        """Index once to catch up, then watch until :attr:`stop` is set.
+
+        The baseline is taken before catching up: an edit made while that first index runs
+        then differs from it and is indexed on the next poll (taken after, it would match
+        the edited file and be missed until the file changed again).
+        """
+        last = self._guarded(self.snapshot)
         self._reindex()
-        last = self.snapshot()
         while not self.stop.wait(self.interval):
-            current = self.snapshot()
-            if current == last:
-                continue
-            last = self._settle(current)
-            if self.stop.is_set():
-                break
+            last = self._guarded(functools.partial(self._cycle, last), last)
+
+    def _cycle(self, last: Snapshot | None) -> Snapshot:
+        """One poll: re-index when the tree changed; the snapshot to compare the next with."""
+        current = self.snapshot()
+        if current == last:
+            return current
+        settled = self._settle(current)
+        if not self.stop.is_set():
             self._reindex()
+        return settled
+
+    def _guarded(
+        self, step: Callable[[], Snapshot], fallback: Snapshot | None = None
+    ) -> Snapshot | None:
+        """Run one step; any failure is logged and watching goes on (a thread that died here
+        would leave a server answering from a stale index for good)."""
+        try:
+            return step()
+        except Exception as err:
+            log.error("watch cycle failed", error=str(err), kind=type(err).__name__)
+            return fallback
 
     def start(self) -> threading.Thread:
         """Run in a daemon thread (for ``groove serve --watch``)."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -36,6 +38,8 @@ def _contents(kb: Path) -> str:
     try:
         rows = app.store.conn.execute("SELECT content FROM chunks").fetchall()
         return "\n".join(r[0] for r in rows)
+    except StoreError:  # the watcher's first run may still be creating the index
+        return ""
     finally:
         app.close()
 
@@ -127,3 +131,57 @@ def test_serve_watch_indexes_and_follows_changes(tmp_path: Path) -> None:
             await wait_for(client, {"a.md", "b.md"})
 
     asyncio.run(scenario())
+
+
+class _EditsDuringCatchUp(Watcher):
+    """Saves a file right after the first index has read it, as an editor would while a
+    long catch-up index runs."""
+
+    def _reindex(self) -> None:
+        super()._reindex()
+        if self.runs == 1:
+            (self.app.kb / "a.md").write_text("# A\n\nzebra crossing\n", encoding="utf-8")
+
+
+def test_an_edit_during_the_catch_up_index_is_indexed(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    watcher = _EditsDuringCatchUp(Groove.open(kb), interval=0.05, debounce=0.1)
+    thread = watcher.start()
+    try:
+        _wait_for(lambda: "zebra" in _contents(kb))
+    finally:
+        watcher.stop.set()
+        thread.join(timeout=10)
+
+
+def _unblock(fifo: Path) -> None:
+    """Open the FIFO's write end, so a reader stuck opening it (the old watcher) returns."""
+    with contextlib.suppress(OSError):  # nobody is reading it: nothing to unblock
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+
+def test_the_watcher_survives_loops_fifos_and_a_broken_ignore_file(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    watcher = Watcher(Groove.open(kb), interval=0.05, debounce=0.1)
+    thread = watcher.start()
+    fifo = kb / "pipe.md"
+    try:
+        _wait_for(lambda: _paths(kb) == {"a.md"})
+        (kb / "x.md").symlink_to("x.md")
+        (kb / "l1.md").symlink_to("l2.md")
+        (kb / "l2.md").symlink_to("l1.md")
+        os.mkfifo(fifo)
+        (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+        _wait_for(lambda: _paths(kb) == {"a.md", "b.md"})
+        # A cycle that fails outright (a malformed ignore file) does not end the watch.
+        (kb / ".grooveignore").write_text("[z-a]\n", encoding="utf-8")
+        time.sleep(0.3)
+        (kb / ".grooveignore").write_text("drafts/\n", encoding="utf-8")
+        (kb / "c.md").write_text("# C\n\ncharlie\n", encoding="utf-8")
+        _wait_for(lambda: _paths(kb) == {"a.md", "b.md", "c.md"})
+        assert thread.is_alive()
+    finally:
+        watcher.stop.set()
+        _unblock(fifo)
+        thread.join(timeout=10)
+    assert not thread.is_alive()
