@@ -94,7 +94,7 @@ def security_settings(
     names = list(_LOOPBACK_NAMES)
     if host not in ("0.0.0.0", "::", ""):
         names.append(_bracketed(host))
-    hosts = [f"{name}:*" for name in names]
+    hosts = [form for name in names for form in (name, f"{name}:*")]
     for extra in allow_hosts:
         hosts += [extra] if extra.rsplit(":", 1)[-1].isdigit() else [extra, f"{extra}:*"]
     origins = [f"http://{name}:*" for name in names]
