@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -27,6 +27,11 @@ class SearchOption:
     type: Literal["bool", "str", "int", "float"]
     help: str
     plugin: str = ""
+    # The values a remote caller (an MCP client) may give, read from the configuration; None
+    # lets it give any value of the type. The CLI is not restricted: the user at the terminal
+    # is the one who writes groove.toml anyway. E.g. a model name, so that an agent can pick
+    # among the configured models but never make the server load (or download) another.
+    choices: Callable[[GrooveConfig], Sequence[str]] | None = None
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ def groove_search_options() -> list[SearchOption]:
 
     Each option becomes a CLI flag (``--name/--no-name`` for booleans) and a typed MCP tool
     parameter; the value a user gives arrives in ``ctx.options[name]`` (absent when not
-    given, so the plugin falls back to its config).
+    given, so the plugin falls back to its config). ``SearchOption.choices`` restricts what an
+    MCP client may give (e.g. to the models groove.toml lists); the CLI is not restricted.
     """
 
 

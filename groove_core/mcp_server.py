@@ -16,9 +16,10 @@ import asyncio
 import functools
 import inspect
 import json
+import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
 
 import structlog
 from mcp.server.mcpserver import MCPServer
@@ -34,6 +35,7 @@ from groove_core.kb_files import (
     read_text,
     resolve_markdown,
 )
+from groove_core.query import MAX_QUERY_CHARS, QueryError
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -47,6 +49,16 @@ MIN_RESPONSE_CHARS = 2_000
 MAX_LIMIT = 200
 MAX_LIST_LIMIT = 1_000
 MAX_NEIGHBOURS = 20
+#: Argument sizes, checked by the tool schema before any work: a client can send megabytes
+#: of JSON (and over stdio nothing else stops it), while real paths, globs and tags are short.
+MAX_PATH_CHARS = 1_024
+MAX_TAGS = 32
+MAX_TAG_CHARS = 200
+MAX_OPTION_CHARS = 1_024
+#: Each descriptive field of a result (title, heading, heading path, tags, warnings...) gets
+#: at most this fraction of the budget, so that no one field can crowd out the content: a
+#: file with 300,000 front-matter tags once made a 2.9 MB response against a 40k budget.
+FIELD_SHARE = 16
 
 _log = structlog.get_logger("groove.mcp")
 
@@ -106,6 +118,9 @@ runs again)."""
 # -- structured output schemas -----------------------------------------------------------
 
 
+_CLIPPED = "fields cut short to fit the response size budget (present only when some were)"
+
+
 class ExpandedRangeOut(BaseModel):
     line_start: int
     line_end: int
@@ -131,6 +146,7 @@ class HitOut(BaseModel):
     match_spans: list[list[int]] = Field(description="[start, end) UTF-8 byte offsets in content")
     expanded_from: list[ExpandedRangeOut] | None = None
     content_truncated: bool = Field(False, description="content was cut to fit the budget")
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
 
 
 class Truncation(BaseModel):
@@ -158,6 +174,7 @@ class DocumentOut(Truncation):
     line_end: int = Field(description="last line returned, inclusive")
     content: str
     chunk_id: int | None = None
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
     omitted_chars: int = Field(description="characters of the requested range not returned")
     next_start_line: int | None = Field(description="where to continue reading, or null")
 
@@ -167,6 +184,7 @@ class DocumentEntry(BaseModel):
     title: str
     tags: list[str]
     chunks: int
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
 
 
 class DocumentListOut(Truncation):
@@ -193,6 +211,8 @@ class EmbedderOut(BaseModel):
 
 
 class StatusOut(BaseModel):
+    truncated: bool = Field(False, description="true when lists were cut to fit the budget")
+    note: str | None = Field(None, description="what was left out")
     kb: str
     index_file: str
     documents: int
@@ -269,19 +289,56 @@ def _tool_errors() -> tuple[type[BaseException], ...]:
     return (DocumentError, ConfigError, EmbedderError, StoreError)
 
 
-def _as_tool_errors(fn: Callable[..., T]) -> Callable[..., T]:
-    """Errors the caller can act on become MCP tool errors carrying groove's message."""
+def _path_forms(app: Groove) -> list[tuple[str, str]]:
+    """(absolute spelling, what a client sees instead), longest first.
+
+    A client knows the knowledge base only by KB-relative paths; the server's own folders
+    are none of its business, and over HTTP they tell a stranger how the machine is laid out.
+    """
+    index, kb = app.index_file, app.kb
+    shown_index = (
+        index.resolve().relative_to(kb.resolve()).as_posix()
+        if index.resolve().is_relative_to(kb.resolve())
+        else f"the index file {index.name}"
+    )
+    forms = {str(p): shown_index for p in (index.absolute(), index.resolve())}
+    for root in (kb.absolute(), kb.resolve()):
+        forms.setdefault(f"{root}/", "")
+        forms.setdefault(str(root), "the knowledge base")
+    return sorted(forms.items(), key=lambda item: -len(item[0]))
+
+
+def kb_relative(app: Groove, message: str) -> str:
+    """``message`` with every absolute path of the KB and its index made KB-relative."""
+    for absolute, shown in _path_forms(app):
+        message = message.replace(absolute, shown)
+    return message
+
+
+def _as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[..., T]:
+    """Every failure becomes an MCP tool error whose text says what was wrong, in the
+    client's terms (KB-relative paths); never a bare "Error executing tool" from the SDK."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
-        from groove_core.query import QueryError
-
         try:
             return fn(*args, **kwargs)
         except QueryError as err:
-            raise ToolError(f"invalid query: {err}") from None
+            message = f"invalid query: {err}"
         except _tool_errors() as err:
-            raise ToolError(str(err)) from None
+            message = str(err)
+        except (ValueError, re.error) as err:
+            # A malformed glob or another argument groove could not use.
+            message = f"invalid argument: {err}"
+        except OSError as err:
+            message = f"cannot read the knowledge base: {err.strerror or err}"
+        except Exception as err:
+            _log.exception("tool failed", tool=name)
+            message = (
+                f"{name} failed inside groove ({type(err).__name__}); the server's log has "
+                "the details. Other calls still work"
+            )
+        raise ToolError(kb_relative(app, message)) from None
 
     return wrapper
 
@@ -316,10 +373,68 @@ def _result(payload: dict[str, Any]) -> CallToolResult:
     )
 
 
+#: The descriptive fields of a search hit that FIELD_SHARE bounds (content has its own rule).
+HIT_FIELDS = ("title", "heading", "heading_path", "tags", "expanded_from")
+#: The same for a whole search response.
+SEARCH_FIELDS = ("warnings", "filter_applied")
+
+
+def _cap(value: Any, limit: int) -> Any:
+    """``value`` within ``limit`` characters of JSON text: a string shortened, a list
+    shortened by whole items from its end, each value of a mapping capped alike."""
+    if len(dumps(value)) <= limit:
+        return value
+    if isinstance(value, str):
+        return _clip_text(value, lambda t: len(dumps(t)) <= limit)
+    if isinstance(value, list):
+        return value[: _largest(len(value), lambda k: len(dumps(value[:k])) <= limit)]
+    if isinstance(value, dict):
+        return {key: _cap(item, limit) for key, item in value.items()}
+    return value
+
+
+def cap_fields(obj: dict[str, Any], fields: Sequence[str], limit: int) -> dict[str, Any]:
+    """``obj`` with each of ``fields`` capped at ``limit`` characters; the names of those
+    that were cut are listed in ``clipped_fields``, so that no cut is silent."""
+    out = dict(obj)
+    clipped = []
+    for field in fields:
+        value = out.get(field)
+        if value is not None and len(dumps(value)) > limit:
+            out[field] = _cap(value, limit)
+            clipped.append(field)
+    if clipped:
+        out["clipped_fields"] = clipped
+    return out
+
+
+def _clipped_note(count: int, what: str) -> str:
+    return (
+        f"descriptive fields of {count} {what} were cut short to stay under the response size "
+        "budget (see clipped_fields)"
+    )
+
+
 def fit_search(payload: dict[str, Any], budget: int) -> dict[str, Any]:
-    """Keep the leading results that fit the budget; cut the first one's content if needed."""
-    results: list[dict[str, Any]] = payload["results"]
-    out = {**payload, "truncated": False, "omitted_results": 0, "omitted_chars": 0}
+    """Keep the leading results that fit the budget; cut the first one's content if needed.
+
+    Titles, headings, tags and the other descriptive fields are first capped at a share of
+    the budget each, so whatever a file's front matter holds, results still fit.
+    """
+    share = budget // FIELD_SHARE
+    results = [cap_fields(h, HIT_FIELDS, share) for h in payload["results"]]
+    capped = cap_fields(payload, SEARCH_FIELDS, share)
+    notes = (
+        [f"{', '.join(capped.pop('clipped_fields'))} cut short"]
+        if "clipped_fields" in capped
+        else []
+    )
+    if clipped := sum("clipped_fields" in h for h in results):
+        notes.append(_clipped_note(clipped, "results"))
+    out = {**capped, "results": results, "truncated": bool(notes)}
+    out.update(omitted_results=0, omitted_chars=0)
+    if notes:
+        out["note"] = "; ".join(notes)
     if len(dumps(out)) <= budget:
         return out
 
@@ -336,10 +451,13 @@ def fit_search(payload: dict[str, Any], budget: int) -> dict[str, Any]:
             "truncated": True,
             "omitted_results": omitted,
             "omitted_chars": chars,
-            "note": note,
+            "note": "; ".join([note, *notes]),
         }
 
-    k = _largest(len(results), lambda k: len(dumps(shaped(results[:k], 0))) <= budget)
+    def fits(candidate: dict[str, Any]) -> bool:
+        return len(dumps(candidate)) <= budget
+
+    k = _largest(len(results), lambda k: fits(shaped(results[:k], 0)))
     if k > 0 or not results:
         return shaped(results[:k], 0)
     first = results[0]
@@ -351,8 +469,23 @@ def fit_search(payload: dict[str, Any], budget: int) -> dict[str, Any]:
         hit = {**first, "content": text, "match_spans": spans, "content_truncated": True}
         return shaped([hit], len(content) - len(text))
 
-    clipped = _clip_text(content, lambda t: len(dumps(with_content(t))) <= budget)
-    return with_content(clipped)
+    if not fits(with_content("")):
+        return shaped([], 0)  # not even its path fits: say so rather than exceed the budget
+    return with_content(_clip_text(content, lambda t: fits(with_content(t))))
+
+
+def fit_status(payload: dict[str, Any], budget: int) -> dict[str, Any]:
+    """index_status within the budget: the lists of changed files are capped (their counts
+    stay complete, so a reader sees how many are not listed)."""
+    changes = cap_fields(payload["changes_on_disk"], ("added", "modified", "deleted"), budget // 8)
+    clipped = changes.pop("clipped_fields", None)
+    out = {**payload, "changes_on_disk": changes, "truncated": bool(clipped)}
+    if clipped:
+        out["note"] = (
+            f"the lists {', '.join(clipped)} were cut to stay under the response size budget; "
+            "the *_count fields are complete"
+        )
+    return out
 
 
 # -- tools -------------------------------------------------------------------------------
@@ -374,7 +507,7 @@ class _Tools:
         payload = fit_search(response.to_json(), self.budget)
         _log.info(
             "search",
-            query=query,
+            query=query[:200],
             limit=limit,
             results=len(payload["results"]),
             truncated=payload["truncated"],
@@ -433,7 +566,7 @@ class _Tools:
         if indexed is not None:
             stat = file.path.stat()
             changed = (indexed["size"], indexed["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns)
-        return {
+        base = {
             "path": file.rel,
             "title": indexed["title"] if indexed else None,
             "tags": list(indexed["tags"]) if indexed else [],
@@ -442,6 +575,7 @@ class _Tools:
             "total_lines": total,
             "chunk_id": chunk_id,
         }
+        return cap_fields(base, ("title", "tags"), self.budget // FIELD_SHARE)
 
     def _fit_lines(
         self, base: dict[str, Any], lines: list[str], first: int, last: int
@@ -450,9 +584,11 @@ class _Tools:
         full = sum(len(s) for s in wanted)
 
         def shaped(count: int, text: str) -> dict[str, Any]:
-            shown = count if text else 0
             end = first + max(count, 1) - 1
             truncated = len(text) < full
+            # A line cut short (count 0) is skipped: pointing back at it would have a
+            # client paging through the file ask for the same line forever.
+            after = first + max(count, 1)
             out = {
                 **base,
                 "line_start": first,
@@ -460,13 +596,14 @@ class _Tools:
                 "content": text,
                 "truncated": truncated,
                 "omitted_chars": full - len(text),
-                "next_start_line": first + shown if truncated else None,
+                "next_start_line": after if truncated and after <= last else None,
             }
             if truncated:
-                out["note"] = (
-                    f"{full - len(text)} characters left out to stay under the "
-                    "response size budget; call again with start_line="
-                    f"{out['next_start_line']}"
+                out["note"] = self._lines_note(first, count, full - len(text), after, last)
+            if "clipped_fields" in base:
+                out["truncated"] = True
+                out["note"] = "; ".join(
+                    n for n in (out.get("note"), _clipped_note(1, "document")) if n
                 )
             return out
 
@@ -476,9 +613,19 @@ class _Tools:
         k = _largest(len(wanted), lambda k: fits(shaped(k, "".join(wanted[:k]))))
         if k > 0 or not wanted:
             return shaped(k, "".join(wanted[:k]))
-        # Not even the first line fits: cut it, and point back at it.
-        text = _clip_text(wanted[0], lambda t: fits(shaped(0, t)))
-        return shaped(0, text)
+        # Not even the first line fits: show its beginning.
+        return shaped(0, _clip_text(wanted[0], lambda t: fits(shaped(0, t))))
+
+    @staticmethod
+    def _lines_note(first: int, count: int, omitted: int, after: int, last: int) -> str:
+        cut = (
+            f"line {first} alone is longer than the response size budget: only its beginning "
+            "is shown. "
+            if count == 0
+            else ""
+        )
+        more = f"call again with start_line={after}" if after <= last else "nothing follows"
+        return f"{cut}{omitted} characters left out to stay under the budget; {more}"
 
     def list_documents(
         self, path_prefix: str | None, tags: list[str] | None, offset: int, limit: int
@@ -486,30 +633,59 @@ class _Tools:
         prefix = (path_prefix or "").strip().removeprefix("./").lstrip("/")
         wanted = {t.lower() for t in tags or () if t}
         docs = [
-            {"path": d["path"], "title": d["title"], "tags": list(d["tags"]), "chunks": d["chunks"]}
+            d
             for d in self.app.store.documents()
             if d["path"].startswith(prefix) and wanted <= {t.lower() for t in d["tags"]}
         ]
-        page = docs[offset : offset + limit]
+        share = self.budget // FIELD_SHARE
+        page = [
+            cap_fields(
+                {
+                    "path": d["path"],
+                    "title": d["title"],
+                    "tags": list(d["tags"]),
+                    "chunks": d["chunks"],
+                },
+                ("title", "tags"),
+                share,
+            )
+            for d in docs[offset : offset + limit]
+        ]
 
-        def shaped(k: int) -> dict[str, Any]:
-            end = offset + k
+        def shaped(k: int, skipped: int = 0) -> dict[str, Any]:
+            end = offset + k + skipped
+            notes = self._page_notes(page, k, skipped, offset)
             out: dict[str, Any] = {
                 "documents": page[:k],
                 "total": len(docs),
                 "offset": offset,
                 "next_offset": end if end < len(docs) else None,
-                "truncated": k < len(page),
+                "truncated": bool(notes),
             }
-            if k < len(page):
-                out["note"] = (
-                    f"{len(page) - k} entries of this page were left out to stay "
-                    "under the response size budget; continue from next_offset"
-                )
+            if notes:
+                out["note"] = "; ".join(notes)
             return out
 
         k = _largest(len(page), lambda k: len(dumps(shaped(k))) <= self.budget)
-        return _result(shaped(k))
+        # An entry that fits in no page is stepped over, so that paging always moves on.
+        return _result(shaped(k, skipped=1 if k == 0 and page else 0))
+
+    @staticmethod
+    def _page_notes(page: list[dict[str, Any]], k: int, skipped: int, offset: int) -> list[str]:
+        notes = []
+        if clipped := sum("clipped_fields" in d for d in page[:k]):
+            notes.append(_clipped_note(clipped, "entries"))
+        if skipped:
+            notes.append(
+                f"the entry at offset {offset} does not fit the response size budget even "
+                "with its title and tags cut, and was left out; continue from next_offset"
+            )
+        elif k < len(page):
+            notes.append(
+                f"{len(page) - k} entries of this page were left out to stay under the "
+                "response size budget; continue from next_offset"
+            )
+        return notes
 
     def index_status(self) -> CallToolResult:
         store = self.app.store
@@ -537,7 +713,7 @@ class _Tools:
             incomplete=note is not None,
             incomplete_note=note,
         )
-        return _result(status.model_dump(mode="json"))
+        return _result(fit_status(status.model_dump(mode="json"), self.budget))
 
 
 # -- assembly ----------------------------------------------------------------------------
@@ -551,6 +727,13 @@ _CORE_SEARCH_PARAMS = ("query", "limit", "path", "tags")
 _OPTION_TYPES: dict[str, type] = {"bool": bool, "str": str, "int": int, "float": float}
 
 
+_Path = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+_Tags = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TAG_CHARS)]] | None,
+    Field(max_length=MAX_TAGS, description="front-matter tags, all required (case-insensitive)"),
+]
+
+
 def _search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[inspect.Parameter]:
     kw = inspect.Parameter.KEYWORD_ONLY
     params = [
@@ -558,7 +741,12 @@ def _search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[ins
             "query",
             kw,
             annotation=Annotated[
-                str, Field(min_length=1, description="what to look for; see the query syntax above")
+                str,
+                Field(
+                    min_length=1,
+                    max_length=MAX_QUERY_CHARS,
+                    description="what to look for; see the query syntax above",
+                ),
             ],
         ),
         inspect.Parameter(
@@ -574,35 +762,49 @@ def _search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[ins
             kw,
             default=None,
             annotation=Annotated[
-                str | None,
+                _Path | None,
                 Field(description="glob over KB-relative paths, e.g. 'docs/**' or 'notes/ops'"),
             ],
         ),
-        inspect.Parameter(
-            "tags",
-            kw,
-            default=None,
-            annotation=Annotated[
-                list[str] | None,
-                Field(description="front-matter tags every result's file must carry"),
-            ],
-        ),
+        inspect.Parameter("tags", kw, default=None, annotation=_Tags),
     ]
     for option in options:
         params.append(
-            inspect.Parameter(
-                option.name,
-                kw,
-                default=None,
-                annotation=Annotated[
-                    _OPTION_TYPES[option.type] | None,
-                    Field(
-                        description=f"{option.help} (plugin {option.plugin}; omit for its default)"
-                    ),
-                ],
-            )
+            inspect.Parameter(option.name, kw, default=None, annotation=_option_type(app, option))
         )
     return params
+
+
+_NONE = "The server's configuration lists no values, so a client cannot use it"
+
+
+def _unavailable(app: Groove, options: Sequence[SearchOption]) -> dict[str, str]:
+    """Options with choices of which the configuration lists none: name -> plugin."""
+    return {
+        o.name: o.plugin for o in options if o.choices is not None and not o.choices(app.config)
+    }
+
+
+def _option_type(app: Groove, option: SearchOption) -> Any:
+    """A plugin option's parameter type: its values bounded, or listed where it has choices."""
+    help_text = f"{option.help} (plugin {option.plugin}; omit for its default)"
+    if option.choices is None:
+        kind: Any = _OPTION_TYPES[option.type]
+        if kind is str:
+            kind = Annotated[str, Field(max_length=MAX_OPTION_CHARS)]
+        return Annotated[kind | None, Field(description=help_text)]
+    allowed = tuple(option.choices(app.config))
+    if not allowed:
+        # Nothing to choose from: the parameter stays, so that a client that sends it is
+        # told why it cannot (see _unavailable) rather than silently ignored.
+        return Annotated[
+            str | None, Field(max_length=MAX_OPTION_CHARS, description=f"{help_text}. {_NONE}")
+        ]
+    listed = ", ".join(allowed)
+    return Annotated[
+        Literal[allowed] | None,
+        Field(description=f"{help_text}. One of: {listed}"),
+    ]
 
 
 def _usable_options(app: Groove) -> list[SearchOption]:
@@ -630,9 +832,17 @@ def _usable_options(app: Groove) -> list[SearchOption]:
 def _add_search(
     server: MCPServer, tools: _Tools, thread: GrooveThread, options: Sequence[SearchOption]
 ) -> None:
-    body = _as_tool_errors(tools.search)
+    body = _as_tool_errors(tools.app, "search", tools.search)
+    unavailable = _unavailable(tools.app, options)
 
     async def search(**kwargs: Any) -> Any:
+        # Refused here, on the event loop, before queueing behind other searches.
+        for name, plugin in unavailable.items():
+            if kwargs.get(name) is not None:
+                raise ToolError(
+                    f"parameter {name!r} (plugin {plugin}) cannot be used: the server's "
+                    "configuration lists no values a client may choose; omit it"
+                )
         return await thread.run(body, **kwargs)
 
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
@@ -648,15 +858,15 @@ def _add_search(
 
 
 def _add_reading_tools(server: MCPServer, tools: _Tools, thread: GrooveThread) -> None:
-    get_body = _as_tool_errors(tools.get_document)
-    list_body = _as_tool_errors(tools.list_documents)
-    status_body = _as_tool_errors(tools.index_status)
+    get_body = _as_tool_errors(tools.app, "get_document", tools.get_document)
+    list_body = _as_tool_errors(tools.app, "list_documents", tools.list_documents)
+    status_body = _as_tool_errors(tools.app, "index_status", tools.index_status)
 
     @server.tool(
         title="Read a document", description=GET_DOCUMENT_DESCRIPTION, annotations=_READ_ONLY
     )
     async def get_document(
-        path: Annotated[str, Field(description="KB-relative path, e.g. 'notes/a.md'")],
+        path: Annotated[_Path, Field(description="KB-relative path, e.g. 'notes/a.md'")],
         start_line: Annotated[int | None, Field(ge=1, description="first line (1-based)")] = None,
         end_line: Annotated[int | None, Field(ge=1, description="last line, inclusive")] = None,
         chunk_id: Annotated[int | None, Field(ge=0, description="a search hit's chunk_id")] = None,
@@ -676,11 +886,9 @@ def _add_reading_tools(server: MCPServer, tools: _Tools, thread: GrooveThread) -
     )
     async def list_documents(
         path_prefix: Annotated[
-            str | None, Field(description="only paths starting with this")
+            _Path | None, Field(description="only paths starting with this")
         ] = None,
-        tags: Annotated[
-            list[str] | None, Field(description="front-matter tags, all required")
-        ] = None,
+        tags: _Tags = None,
         offset: Annotated[int, Field(ge=0, description="entries to skip")] = 0,
         limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT, description="page size")] = 100,
     ) -> _ListResult:

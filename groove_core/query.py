@@ -19,10 +19,12 @@ from functools import lru_cache
 
 __all__ = [
     "MAX_PHRASES",
+    "MAX_QUERY_CHARS",
     "MIN_PHRASE_CHARS",
     "ParsedQuery",
     "QueryError",
     "QueryWarning",
+    "check_length",
     "normalize",
     "parse_query",
 ]
@@ -30,6 +32,14 @@ __all__ = [
 MAX_PHRASES = 32
 """Per-polarity cap. FTS cost is roughly linear in the phrase count (SPEC P3), so this is
 the knob that bounds the worst case; realistic queries use well under half of it."""
+
+MAX_QUERY_CHARS = 2_000
+"""The longest query that is compiled at all, in characters, checked before anything else.
+
+Every stage after the parser costs time and memory in proportion to the query's length (a
+3.9 MB query once ran 334 s and peaked at 22 GB, mostly in the embedder), and stdio has no
+body cap in front of it. The longest golden query of the evaluation collections is 265
+characters; a pasted paragraph or error message fits with room to spare."""
 
 MIN_PHRASE_CHARS = 3
 """The trigram tokenizer matches nothing for a phrase under 3 characters."""
@@ -323,6 +333,16 @@ def _match_expr(positives: tuple[str, ...], negatives: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------- entry point
 
 
+def check_length(text: str) -> str:
+    """``text`` itself, or QueryError when it is longer than :data:`MAX_QUERY_CHARS`."""
+    if len(text) > MAX_QUERY_CHARS:
+        raise QueryError(
+            f"the query is {len(text):,} characters long; the limit is {MAX_QUERY_CHARS:,}: "
+            "search for the few distinctive words or phrases instead of pasting whole text"
+        )
+    return text
+
+
 def _collapse(text: str) -> str:
     return " ".join(text.split())
 
@@ -331,11 +351,14 @@ def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
     """Compile a user query (SPEC P2).
 
     Raises QueryError when the query has exclusions and nothing else, since running it
-    would return "everything except X", which is never what a search means.
+    would return "everything except X", which is never what a search means, and when it is
+    longer than :data:`MAX_QUERY_CHARS` (before and after normalisation).
     """
     if max_phrases < 1:
         raise ValueError(f"max_phrases must be at least 1, got {max_phrases}")
-    tokens = list(_scan(_clean(normalize(text))))
+    check_length(text)
+    # NFKC can lengthen text (one ligature becomes up to 18 characters): check again.
+    tokens = list(_scan(_clean(check_length(normalize(text)))))
     kept = [t for t in tokens if not t.negative]
     excluded = [t for t in tokens if t.negative]
 

@@ -6,16 +6,39 @@ the index and the embedder load when the command runs.
 
 from __future__ import annotations
 
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
 from groove_core.cli_options import config_option, kb_option
+from groove_core.mcp_http import (
+    DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_READ_TIMEOUT,
+    TOKEN_ENV,
+    HttpLimits,
+    connection_cap,
+    is_loopback,
+)
 
 #: Mirror groove_core.mcp_server's constants without importing the MCP SDK (a test pins them).
 DEFAULT_MAX_RESPONSE_CHARS = 40_000
 MIN_RESPONSE_CHARS = 2_000
+
+
+@dataclass(frozen=True)
+class HttpOptions:
+    """What ``--transport http`` needs beyond host and port."""
+
+    host: str
+    port: int
+    token_file: Path | None
+    allow_hosts: tuple[str, ...]
+    allow_origins: tuple[str, ...]
+    limits: HttpLimits
 
 
 def configure_logging(level: str) -> None:
@@ -59,6 +82,41 @@ def configure_logging(level: str) -> None:
     help="HTTP: port to listen on (the endpoint is /mcp).",
 )
 @click.option(
+    "--token-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help=f"HTTP: require 'Authorization: Bearer TOKEN', the token read from this file "
+    f"(or from ${TOKEN_ENV}). Never logged.",
+)
+@click.option(
+    "--allow-host",
+    "allow_hosts",
+    multiple=True,
+    metavar="HOST",
+    help="HTTP: another Host header value to accept (repeatable), e.g. the name clients use "
+    "for this machine. Loopback names and the bound address are always accepted.",
+)
+@click.option(
+    "--allow-origin",
+    "allow_origins",
+    multiple=True,
+    metavar="ORIGIN",
+    help="HTTP: a browser Origin to accept (repeatable), e.g. https://app.example.",
+)
+@click.option(
+    "--max-connections",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_CONNECTIONS,
+    show_default=True,
+    help="HTTP: open connections at most (also kept below the file descriptor limit).",
+)
+@click.option(
+    "--read-timeout",
+    type=click.FloatRange(0.1),
+    default=DEFAULT_READ_TIMEOUT,
+    show_default=True,
+    help="HTTP: seconds a connection has to deliver a whole request (headers and body).",
+)
+@click.option(
     "--max-response-chars",
     type=click.IntRange(MIN_RESPONSE_CHARS),
     default=DEFAULT_MAX_RESPONSE_CHARS,
@@ -84,6 +142,11 @@ def serve_cmd(
     transport: str,
     host: str,
     port: int,
+    token_file: Path | None,
+    allow_hosts: tuple[str, ...],
+    allow_origins: tuple[str, ...],
+    max_connections: int,
+    read_timeout: float,
     max_response_chars: int,
     watch: bool,
     log_level: str,
@@ -94,17 +157,35 @@ def serve_cmd(
     from groove_core.cli import handle_errors
 
     configure_logging(log_level)
-    handle_errors(_serve)(kb, config_path, transport, host, port, max_response_chars, watch)
+    limits = HttpLimits(max_connections=max_connections, read_timeout=read_timeout)
+    http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
+    handle_errors(_serve)(kb, config_path, transport, http, max_response_chars, watch, log_level)
+
+
+def read_token(token_file: Path | None) -> str | None:
+    """The bearer token from ``token_file``, else from the environment, else None."""
+    from groove_core.config import ConfigError
+
+    if token_file is None:
+        token = os.environ.get(TOKEN_ENV, "").strip()
+        return token or None
+    try:
+        token = token_file.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"cannot read the token file {token_file}: {err}") from None
+    if not token or any(c.isspace() for c in token):
+        raise ConfigError(f"the token file {token_file} must hold one token, without spaces")
+    return token
 
 
 def _serve(
     kb: Path,
     config_path: Path | None,
     transport: str,
-    host: str,
-    port: int,
+    http: HttpOptions,
     max_chars: int,
     watch: bool,
+    log_level: str,
 ) -> None:
     import structlog
 
@@ -125,5 +206,39 @@ def _serve(
     if transport == "stdio":
         server.run("stdio")
     else:
-        log.info("listening", url=f"http://{host}:{port}/mcp")
-        server.run("streamable-http", host=host, port=port)
+        _serve_http(server, http, log_level)
+
+
+def _serve_http(server: Any, http: HttpOptions, log_level: str) -> None:
+    import structlog
+
+    from groove_core.mcp_http import run_http
+
+    log = structlog.get_logger("groove.serve")
+    token = read_token(http.token_file)
+    if not token and not is_loopback(http.host):
+        log.warning(
+            "serving without authentication on a non-loopback address: anyone who can reach "
+            f"it can read the knowledge base; set --token-file or ${TOKEN_ENV}",
+            host=http.host,
+        )
+    cap = connection_cap(http.limits.max_connections)
+    if cap < http.limits.max_connections:
+        log.warning("connection cap lowered to fit the file descriptor limit", cap=cap)
+    log.info(
+        "listening",
+        url=f"http://{http.host}:{http.port}/mcp",
+        auth="bearer token" if token else "none",
+        max_connections=cap,
+        read_timeout=http.limits.read_timeout,
+    )
+    run_http(
+        server,
+        host=http.host,
+        port=http.port,
+        token=token,
+        limits=HttpLimits(max_connections=cap, read_timeout=http.limits.read_timeout),
+        allow_hosts=http.allow_hosts,
+        allow_origins=http.allow_origins,
+        log_level="warning" if log_level == "info" else log_level,
+    )

@@ -3,7 +3,9 @@
 Registered through the ``groove`` entry point ``reranker``. Which model runs comes from the
 core's top-level ``reranker`` key (obeying ``rerank_by_default``) or, for one query, from
 ``--reranker MODEL`` / the MCP ``reranker`` parameter (applied unconditionally);
-``--rerank/--no-rerank`` switches the configured model on or off for a query.
+``--rerank/--no-rerank`` switches the configured model on or off for a query. Over MCP the
+``reranker`` parameter only takes the models groove.toml lists (:func:`mcp_models`): an
+agent must never make the server load, or download, a model of its choosing.
 
 Inactive, every hook returns ``None``: no pool is requested and the hits pass through, so
 the output is bit-identical to a groove without this plugin. This module imports no torch:
@@ -206,6 +208,15 @@ def groove_config_schema() -> type[BaseModel]:
     return RerankerSettings
 
 
+def mcp_models(config: GrooveConfig) -> list[str]:
+    """The models an MCP client may name: the top-level ``reranker``, then
+    ``[plugin.reranker] models``, in that order, without repeats."""
+    raw = config.plugin.get(NAME, {})
+    listed = RerankerSettings.model_validate(raw).models if isinstance(raw, dict) else ()
+    named = [config.reranker, *listed] if config.reranker else list(listed)
+    return list(dict.fromkeys(m.strip() for m in named if m and m.strip()))
+
+
 @hookimpl
 def groove_search_options() -> list[SearchOption]:
     return [
@@ -213,7 +224,8 @@ def groove_search_options() -> list[SearchOption]:
             NAME,
             "str",
             "Rerank this query with this cross-encoder (hub name or local directory), "
-            "whatever rerank_by_default says.",
+            "whatever rerank_by_default says. Over MCP: one of the models groove.toml lists.",
+            choices=mcp_models,
         ),
         SearchOption(
             SWITCH,

@@ -36,6 +36,12 @@ class RerankerSettings(BaseModel):
         pattern=r"^(cpu|cuda(:\d+)?|mps)$",
         description="torch device: cpu, cuda, cuda:N or mps",
     )
+    models: tuple[str, ...] = Field(
+        (),
+        description="other cross-encoders (hub names or local directories) an MCP client may "
+        "pick per query with the search tool's 'reranker' parameter, besides the top-level "
+        "reranker; a client can name no other model ('groove search --reranker' can)",
+    )
     trust_remote_code: tuple[str, ...] = Field(
         (),
         description="models allowed to run code from their own repository (e.g. "

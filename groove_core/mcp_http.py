@@ -1,0 +1,255 @@
+"""``groove serve --transport http``: the MCP app behind the guards an open port needs.
+
+- **Connections**: at most ``max_connections`` open at once, and each must deliver a whole
+  request (head and body) within ``read_timeout`` seconds. 1,100 connections that each sent
+  a header line now and then once exhausted the process's 1,024 file descriptors and every
+  real client timed out; uvicorn alone times out neither headers nor bodies. When the cap is
+  reached, the connection that has waited longest for its request is closed to make room,
+  so a slow sender cannot keep out a client that sends a whole request at once.
+- **Authentication**: an optional bearer token, compared in constant time, never logged.
+- **Host and Origin**: always checked (DNS rebinding), against loopback names, the bound
+  address and whatever ``--allow-host``/``--allow-origin`` add; the MCP SDK alone turns the
+  checks off for any address other than loopback.
+
+uvicorn and the MCP SDK are imported by the functions that need them: ``groove --help``
+imports this module's callers only.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.transport_security import TransportSecuritySettings
+    from starlette.types import ASGIApp, Receive, Scope, Send
+
+DEFAULT_MAX_CONNECTIONS = 100
+DEFAULT_READ_TIMEOUT = 30.0
+#: Seconds an idle keep-alive connection stays open between requests (uvicorn's default).
+KEEP_ALIVE_TIMEOUT = 5
+#: Largest request head (request line and headers) in bytes; h11's own default.
+MAX_HEAD_BYTES = 16 * 1024
+#: File descriptors kept for the process itself (index, WAL, models, logs) below the limit.
+RESERVED_FDS = 64
+#: Connections accepted in one go (the listen backlog): asyncio accepts up to this many before
+#: any is looked at, so the cap must leave this much room below the descriptor limit.
+ACCEPT_BATCH = 32
+TOKEN_ENV = "GROOVE_MCP_TOKEN"
+
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+_log = logging.getLogger("groove.http")
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    max_connections: int = DEFAULT_MAX_CONNECTIONS
+    read_timeout: float = DEFAULT_READ_TIMEOUT
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def connection_cap(wanted: int) -> int:
+    """``wanted``, lowered to what the process's file descriptor limit leaves room for."""
+    try:
+        import resource
+    except ImportError:  # Windows: no such limit to respect
+        return wanted
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return wanted
+    return max(1, min(wanted, soft - RESERVED_FDS - ACCEPT_BATCH))
+
+
+# -- Host and Origin ---------------------------------------------------------------------
+
+
+def _bracketed(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
+
+
+def security_settings(
+    host: str, allow_hosts: tuple[str, ...], allow_origins: tuple[str, ...]
+) -> TransportSecuritySettings:
+    """Host/Origin checks that stay on whatever address is bound.
+
+    Loopback names are always accepted, and the bound address itself unless it is a
+    wildcard (0.0.0.0, ::), for which no Host value is implied: ``--allow-host`` says which.
+    """
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    names = list(_LOOPBACK_NAMES)
+    if host not in ("0.0.0.0", "::", ""):
+        names.append(_bracketed(host))
+    hosts = [form for name in names for form in (name, f"{name}:*")]
+    for extra in allow_hosts:
+        hosts += [extra] if extra.rsplit(":", 1)[-1].isdigit() else [extra, f"{extra}:*"]
+    origins = [f"http://{name}:*" for name in names]
+    origins += [o.rstrip("/") for o in allow_origins]
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
+    )
+
+
+# -- the bearer token --------------------------------------------------------------------
+
+
+class BearerAuth:
+    """Refuse every HTTP request without ``Authorization: Bearer <token>`` (401)."""
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._token = token.encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or self._authorized(scope):
+            await self.app(scope, receive, send)
+            return
+        from starlette.responses import JSONResponse
+
+        response = JSONResponse(
+            {"error": "unauthorized", "error_description": "a valid bearer token is required"},
+            status_code=401,
+            headers={"WWW-Authenticate": 'Bearer realm="groove"'},
+        )
+        await response(scope, receive, send)
+
+    def _authorized(self, scope: Scope) -> bool:
+        given = b""
+        for name, value in scope["headers"]:
+            if name == b"authorization":
+                given = value
+        scheme, _, credentials = given.partition(b" ")
+        # Constant time: a timing difference must not tell how much of a guess was right.
+        matches = hmac.compare_digest(credentials.strip(), self._token)
+        return scheme.lower() == b"bearer" and matches
+
+
+# -- connections -------------------------------------------------------------------------
+
+
+def guarded_protocol(limits: HttpLimits) -> type[Any]:
+    """uvicorn's h11 protocol with a read timeout per request and a cap on connections."""
+    import h11
+    from uvicorn.protocols.http.h11_impl import H11Protocol
+
+    received = (h11.DONE, h11.MUST_CLOSE, h11.CLOSED, h11.ERROR)
+
+    class GuardedH11Protocol(H11Protocol):
+        guard: ClassVar[HttpLimits] = limits
+        _deadline: asyncio.TimerHandle | None = None
+        _waiting_since = 0.0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+            if len(self.connections) > self.guard.max_connections:
+                self._make_room()
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            self._disarm_when_received()
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            if not self.transport.is_closing():
+                self._arm()  # the next request on this connection gets its own deadline
+                self._disarm_when_received()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._waiting_since = self.loop.time()
+            self._deadline = self.loop.call_later(self.guard.read_timeout, self._too_slow)
+
+        def _disarm(self) -> None:
+            if self._deadline is not None:
+                self._deadline.cancel()
+                self._deadline = None
+
+        def _disarm_when_received(self) -> None:
+            if self.conn.their_state in received:
+                self._disarm()
+
+        def _too_slow(self) -> None:
+            self._deadline = None
+            if not self.transport.is_closing():
+                _log.debug("closing a connection that sent no whole request in time")
+                self.transport.close()
+
+        def _make_room(self) -> None:
+            waiting = [
+                c
+                for c in self.connections
+                if isinstance(c, GuardedH11Protocol) and c is not self and c._deadline
+            ]
+            oldest = min(waiting, key=lambda c: c._waiting_since, default=None)
+            _log.debug("connection cap reached: closing the one waiting longest for a request")
+            (oldest or self).transport.close()
+
+    return GuardedH11Protocol
+
+
+# -- running -----------------------------------------------------------------------------
+
+
+def http_app(
+    server: MCPServer,
+    *,
+    host: str,
+    token: str | None,
+    allow_hosts: tuple[str, ...] = (),
+    allow_origins: tuple[str, ...] = (),
+) -> ASGIApp:
+    """The ASGI app of ``server`` at /mcp, with Host/Origin checks and the token check."""
+    app: ASGIApp = server.streamable_http_app(
+        transport_security=security_settings(host, allow_hosts, allow_origins), host=host
+    )
+    return BearerAuth(app, token) if token else app
+
+
+def run_http(
+    server: MCPServer,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    limits: HttpLimits,
+    allow_hosts: tuple[str, ...] = (),
+    allow_origins: tuple[str, ...] = (),
+    log_level: str = "info",
+) -> None:
+    import uvicorn
+
+    app = http_app(
+        server, host=host, token=token, allow_hosts=allow_hosts, allow_origins=allow_origins
+    )
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guarded_protocol(limits),
+        backlog=ACCEPT_BATCH,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+        # Open streams must not hold up a stop (Ctrl-C, a service manager's SIGTERM).
+        timeout_graceful_shutdown=3,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        log_level=log_level,
+    )
+    uvicorn.Server(config).run()

@@ -1,0 +1,199 @@
+"""``groove serve --transport http`` under hostile traffic (issue #13): slow connections,
+no token or a wrong one, foreign Host headers. Real processes on loopback, real clients."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from groove_core.testing import open_kb
+
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
+ENV.pop("GROOVE_MCP_TOKEN", None)
+TOKEN = "s3cret-token-for-tests"
+INIT = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"},
+    },
+}
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _fd_limit(n: int) -> None:
+    resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
+
+
+@contextmanager
+def serve(kb: Path, *extra: str, fds: int | None = None) -> Iterator[tuple[int, Any]]:
+    """A running ``groove serve --transport http`` (port, process); stderr kept for reading."""
+    port = _free_port()
+    host = extra[extra.index("--host") + 1] if "--host" in extra else "127.0.0.1"
+    args = ["serve", "--kb", str(kb), "--transport", "http", "--port", str(port), *extra]
+    if "--host" not in extra:
+        args += ["--host", host]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groove_core", *args],
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: _fd_limit(fds)) if fds else None,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "groove serve --transport http did not start"
+                time.sleep(0.1)
+        yield port, proc
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def _search(url: str, headers: dict[str, str] | None = None) -> bool:
+    async def scenario() -> bool:
+        client_http = httpx2.AsyncClient(headers=headers or {}, timeout=10)
+        async with Client(streamable_http_client(url, http_client=client_http)) as client:
+            result = await client.call_tool("search", {"query": "再ランキングの評価", "limit": 2})
+            return not result.is_error and bool(result.structured_content["results"])
+
+    return asyncio.run(asyncio.wait_for(scenario(), timeout=20))
+
+
+def _post(port: int, headers: dict[str, str]) -> tuple[int, str]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    conn.request("POST", "/mcp", body=json.dumps(INIT), headers={**base, **headers})
+    response = conn.getresponse()
+    body = response.read().decode(errors="replace")
+    conn.close()
+    return response.status, body
+
+
+# -- 4. slow connections ------------------------------------------------------------------
+
+
+def test_slow_connections_cannot_lock_out_a_real_client(notes_kb: Path) -> None:
+    """150 connections that dribble a request head, against a server allowed 128 file
+    descriptors: the old server ran out of descriptors and every real client timed out."""
+    open_kb(notes_kb)
+    args = ("--max-connections", "32", "--read-timeout", "2")
+    with serve(notes_kb, *args, fds=128) as (port, _):
+        slow = []
+        for _ in range(150):
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+            slow.append(sock)
+        try:
+            started = time.monotonic()
+            assert _search(f"http://127.0.0.1:{port}/mcp")
+            assert time.monotonic() - started < 15
+            # Every slow connection was closed: to make room, or at its read deadline.
+            time.sleep(3)
+            for sock in slow:
+                sock.settimeout(5)
+                try:
+                    sock.sendall(b"X-Slow: 1\r\n")
+                    assert sock.recv(1024) == b""
+                except (ConnectionResetError, BrokenPipeError):
+                    pass
+        finally:
+            for sock in slow:
+                sock.close()
+
+
+# -- 5. authentication and Host/Origin checks ---------------------------------------------
+
+
+def test_a_bearer_token_is_required_and_never_logged(notes_kb: Path, tmp_path: Path) -> None:
+    open_kb(notes_kb)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN + "\n", encoding="utf-8")
+    with serve(notes_kb, "--token-file", str(token_file), "--log-level", "debug") as (port, proc):
+        url = f"http://127.0.0.1:{port}/mcp"
+        assert _post(port, {})[0] == 401
+        assert _post(port, {"Authorization": "Bearer wrong"})[0] == 401
+        assert _post(port, {"Authorization": f"Basic {TOKEN}"})[0] == 401
+        assert _post(port, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+        assert _search(url, {"Authorization": f"Bearer {TOKEN}"})
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert TOKEN not in err.decode()
+    assert "auth='bearer token'" in err.decode()
+
+
+def test_the_token_can_come_from_the_environment(notes_kb: Path, monkeypatch: Any) -> None:
+    open_kb(notes_kb)
+    monkeypatch.setitem(ENV, "GROOVE_MCP_TOKEN", TOKEN)
+    with serve(notes_kb) as (port, _):
+        assert _post(port, {})[0] == 401
+        assert _post(port, {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+
+
+def test_host_checks_stay_on_when_binding_every_address(notes_kb: Path, tmp_path: Path) -> None:
+    """The SDK turns DNS-rebinding protection off for any address but loopback."""
+    open_kb(notes_kb)
+    token_file = tmp_path / "token"
+    token_file.write_text(TOKEN, encoding="utf-8")
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    extra = ("--host", "0.0.0.0", "--token-file", str(token_file), "--allow-host", "kb.example")
+    with serve(notes_kb, *extra, "--allow-origin", "https://app.example") as (port, _):
+        assert _post(port, {**auth, "Host": "evil.example"})[0] == 421
+        assert _post(port, {**auth, "Host": f"evil.example:{port}"})[0] == 421
+        assert _post(port, {**auth, "Host": "kb.example"})[0] == 200
+        assert _post(port, {**auth, "Host": f"127.0.0.1:{port}"})[0] == 200
+        assert _post(port, {**auth, "Origin": "https://evil.example"})[0] == 403
+        assert _post(port, {**auth, "Origin": "https://app.example"})[0] == 200
+
+
+def test_binding_a_non_loopback_address_without_a_token_warns(notes_kb: Path) -> None:
+    open_kb(notes_kb)
+    with serve(notes_kb, "--host", "0.0.0.0") as (_, proc):
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "without authentication on a non-loopback address" in err.decode()
+
+
+def test_an_unreadable_token_file_stops_the_server_clearly(notes_kb: Path, tmp_path: Path) -> None:
+    open_kb(notes_kb)
+    (tmp_path / "empty").write_text("\n", encoding="utf-8")
+    for name, message in [("missing", "cannot read the token file"), ("empty", "one token")]:
+        args = ["serve", "--kb", str(notes_kb), "--transport", "http"]
+        proc = subprocess.run(
+            [sys.executable, "-m", "groove_core", *args, "--token-file", str(tmp_path / name)],
+            env=ENV,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+        assert "Traceback" not in proc.stderr
