@@ -225,6 +225,21 @@ def _print_human(payload: dict[str, Any]) -> None:
         click.echo(click.style(f"({note})", dim=True))
 
 
+def _leg_details(meta: dict[str, Any]) -> str:
+    """A leg's fusion weight (with the rules that changed it) and its own expression."""
+    out = ""
+    if "weight" in meta:
+        out += f"  weight {meta['weight']:g}"
+        reasons = meta.get("weight_reasons") or ()
+        if reasons:
+            out += f" ({'; '.join(reasons)})"
+    if meta.get("skipped"):
+        out += "  (skipped)"
+    if "expr" in meta:
+        out += f"\n  expr: {meta['expr']}"
+    return out
+
+
 def _print_explain(response: Any, legs: Any, ctx: Any) -> None:
     q = ctx.query
     click.echo(f"positives:  {list(q.positives)}")
@@ -235,7 +250,7 @@ def _print_explain(response: Any, legs: Any, ctx: Any) -> None:
         f"pool: {ctx.pool_size}  leg size: {ctx.leg_size}  rrf_k: {ctx.config.search.fusion.rrf_k}"
     )
     for leg in legs:
-        click.echo(f"leg {leg.name}: {len(leg.hits)} candidates")
+        click.echo(f"leg {leg.name}: {len(leg.hits)} candidates{_leg_details(leg.meta)}")
     for hit in response.results:
         parts = [f"{name} #{rank} ({raw:.4f})" for name, (rank, raw) in sorted(hit.legs.items())]
         click.echo(f"  {hit.rank:>2}. score {hit.score:.5f}  {' + '.join(parts)}  {hit.path}")
