@@ -131,7 +131,18 @@ class IndexConfig(_Strict):
         None, description="index file; default <kb>/.groove/index.sqlite (relative to the KB)"
     )
     max_chunk_tokens: int = Field(
-        400, ge=32, le=8192, description="sections longer than this are split (len/4 tokens)"
+        400,
+        ge=32,
+        le=8192,
+        description="sections longer than this are split (tokens estimated as len/4, "
+        "each CJK character counting cjk_char_tokens)",
+    )
+    cjk_char_tokens: float = Field(
+        1.0,
+        ge=0.25,
+        le=4.0,
+        description="tokens one kana/kanji/hangul character counts for in chunk sizing; "
+        "0.25 is the seed's plain len/4 (re-index with --rebuild after changing it)",
     )
     max_file_bytes: int = Field(
         10 * 1024 * 1024, ge=1024, description="larger files are skipped with a warning"

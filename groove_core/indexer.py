@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from groove_core.chunking import Chunk, parse_markdown
-from groove_core.config import GrooveConfig
+from groove_core.config import GrooveConfig, IndexConfig
 from groove_core.embedding import Embedder
 from groove_core.store import DocState, NewDocument, Store
 
@@ -140,10 +140,15 @@ def decode_markdown(data: bytes) -> str:
 
 
 def _new_document(
-    src: SourceFile, text: str, digest: str, max_tokens: int
+    src: SourceFile, text: str, digest: str, index: IndexConfig
 ) -> tuple[NewDocument, tuple[str, ...]]:
     """The document to write, and the chunker's warnings about it (e.g. bad front matter)."""
-    parsed = parse_markdown(text, fallback_title=Path(src.rel).stem, max_tokens=max_tokens)
+    parsed = parse_markdown(
+        text,
+        fallback_title=Path(src.rel).stem,
+        max_tokens=index.max_chunk_tokens,
+        cjk_char_tokens=index.cjk_char_tokens,
+    )
     doc = NewDocument(
         src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, parsed.chunks
     )
@@ -225,7 +230,7 @@ class Indexer:
             touched.append((src.rel, src.size, src.mtime_ns))
             self.report.unchanged += 1
             return
-        doc, warnings = _new_document(src, text, digest, self.config.index.max_chunk_tokens)
+        doc, warnings = _new_document(src, text, digest, self.config.index)
         self.report.warnings.extend((src.rel, w) for w in warnings)
         self._pending.append((doc, state is None))
         self._pending_chunks += len(doc.chunks)
