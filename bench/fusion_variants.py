@@ -35,6 +35,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     },
     "word+cross": {"search.fusion.coverage_vector": 1.0},
     "word+coverage": {"search.fusion.cross_script_lexical": 1.0},
+    "xs0.25": {"search.fusion.cross_script_lexical": 0.25},
+    "xs0": {"search.fusion.cross_script_lexical": 0.0},
 }
 
 GOLDEN = (

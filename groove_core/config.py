@@ -43,10 +43,10 @@ class FusionConfig(_Strict):
         "1.0 when not listed, 0 leaves the leg out of fusion",
     )
     cross_script_lexical: float = Field(
-        0.5,
+        0.0,
         ge=0,
         description="multiplies the lexical legs' weight when the query's script (Japanese or "
-        "not) differs from the corpus's; 1.0 turns the rule off",
+        "not) differs from the corpus's; 0 leaves them out, 1.0 turns the rule off",
     )
     coverage_threshold: float = Field(
         0.5,

@@ -11,7 +11,8 @@ RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion
 * **lexical coverage**: when the word leg's top hit contains at least
   ``coverage_threshold`` of the query's IDF mass (the rare words of the query, weighted by
   bm25's IDF), the vector leg is multiplied by ``coverage_vector``: an exact match on the
-  query's distinctive words is better evidence than a semantic neighbour.
+  query's distinctive words is better evidence than a semantic neighbour. It does not
+  apply to a cross-script query.
 
 Both rules exist for the three-leg pipeline and were measured with it (ADR-0012), so they
 apply only when the word leg took part in the query; with the word leg disabled, fusion is
@@ -168,7 +169,14 @@ def leg_weights(
                     f"query {found.query_script} vs corpus {found.corpus_script}: "
                     f"x{fusion.cross_script_lexical:g}"
                 )
-            covered = found.coverage is not None and found.coverage >= fusion.coverage_threshold
+            # A query in another script than the corpus matches only stray words (code,
+            # names): covering those is no evidence against the vector leg, the one leg
+            # that bridges languages.
+            covered = (
+                not found.cross_script
+                and found.coverage is not None
+                and found.coverage >= fusion.coverage_threshold
+            )
             if covered and name == "vector" and fusion.coverage_vector != 1:
                 weight *= fusion.coverage_vector
                 why.append(

@@ -57,7 +57,7 @@ GRID_K = (5.0, 10.0, 20.0, 40.0, 60.0, 100.0, 200.0)
 GRID_HEADING = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 GRID_CONTEXT = (0.0, 0.5, 1.0, 2.0)
 GRID_WORD = (0.0, 0.5, 1.0, 1.5, 2.0)
-GRID_CROSS = (0.25, 0.5, 1.0)
+GRID_CROSS = (0.0, 0.25, 0.5, 1.0)
 GRID_COVERAGE = (0.25, 0.5, 1.0)
 HOLDOUT_FRACTION = 0.5
 
@@ -72,7 +72,7 @@ class Point:
     context: float
     content: float
     word: float = 1.0
-    cross_script_lexical: float = 0.5
+    cross_script_lexical: float = 0.0
     coverage_vector: float = 0.25
 
     @property
