@@ -296,6 +296,8 @@ def _describe(found: Consistency) -> list[str]:
         ("chunks without an FTS row", found.chunks_without_fts),
         ("chunks without a vector", found.chunks_without_vec),
         ("chunks without a document", found.chunks_without_doc),
+        ("word-leg rows without a chunk", found.word_orphans),
+        ("chunks without a word-leg row", found.chunks_without_word),
     ]:
         if ids:
             problems.append(f"{len(ids)} {label}")

@@ -32,12 +32,13 @@ Decisions worth knowing:
 
 from __future__ import annotations
 
+import math
 import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import islice, pairwise
+from itertools import accumulate, islice, pairwise
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -151,9 +152,40 @@ class TooManyChunks(ValueError):
         self.limit = limit
 
 
-def estimate_tokens(text: str) -> int:
-    """The indexer's token estimate, ``ceil(len(text) / 4)`` (SPEC P6), 0 for ``""``."""
-    return -(-len(text) // 4)
+#: Tokens one kana, kanji or hangul character counts for (``[index] cjk_char_tokens``).
+#: Subword tokenizers give about 4 characters per token in English but close to one token
+#: per character in Japanese, so ``len / 4`` let a Japanese chunk hold ~4x the tokens of an
+#: English one of the same budget (ADR-0012).
+CJK_CHAR_TOKENS = 1.0
+_CJK_CHARS = re.compile(
+    r"[\u3041-\u309f\u30a1-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]"
+)
+
+
+def estimate_tokens(text: str, cjk_char_tokens: float = CJK_CHAR_TOKENS) -> int:
+    """The indexer's token estimate, 0 for ``""``: ``ceil(len(text) / 4)`` (SPEC P6) with
+    each CJK character counted as ``cjk_char_tokens`` instead of a quarter token."""
+    cjk = len(_CJK_CHARS.findall(text)) if cjk_char_tokens != 0.25 else 0
+    return math.ceil((len(text) + cjk * (4 * cjk_char_tokens - 1)) / 4 - 1e-9)
+
+
+class _Cost:
+    """Token cost of character ranges in quarter tokens (a non-CJK character is one), by
+    prefix sums over the CJK characters, so every budget check is O(1)."""
+
+    def __init__(self, text: str, cjk_char_tokens: float) -> None:
+        self._extra = 4 * cjk_char_tokens - 1
+        self._prefix: list[int] | None = None
+        if self._extra and _CJK_CHARS.search(text):
+            counts = [0] * (len(text) + 1)
+            for m in _CJK_CHARS.finditer(text):
+                counts[m.start() + 1] = 1
+            self._prefix = list(accumulate(counts))
+
+    def __call__(self, start: int, end: int) -> float:
+        if self._prefix is None:
+            return end - start
+        return end - start + self._extra * (self._prefix[end] - self._prefix[start])
 
 
 class _Lines:
@@ -212,7 +244,12 @@ class _Section:
 
 
 def parse_markdown(
-    text: str, *, fallback_title: str, max_tokens: int = 400, max_chunks: int | None = None
+    text: str,
+    *,
+    fallback_title: str,
+    max_tokens: int = 400,
+    cjk_char_tokens: float = CJK_CHAR_TOKENS,
+    max_chunks: int | None = None,
 ) -> ParsedDocument:
     """Parse a Markdown document into metadata and heading-aware chunks.
 
@@ -231,8 +268,9 @@ def parse_markdown(
         budget.check(tokens)  # the headings after the last block start
     sections = _sections(tokens, body_line, lines.count)
     title = _title(front_matter, sections, fallback_title)
-    splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4)
-    chunks = _chunks(sections, splitter, lines, title)
+    cost = _Cost(text, cjk_char_tokens)
+    splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4, cost)
+    chunks = _chunks(sections, splitter, lines, title, cjk_char_tokens)
     if max_chunks is not None:
         chunks = islice(chunks, max_chunks + 1)
     built = tuple(chunks)
@@ -370,14 +408,16 @@ def _boundaries(tokens: Sequence[Token], body_line: int) -> dict[int, int]:
 
 
 class _Splitter:
-    """Splits a line range into contiguous character ranges of at most ``budget`` chars.
+    """Splits a line range into contiguous character ranges costing at most ``budget``
+    (quarter tokens: a character, or more for a CJK character; see ``_Cost``).
 
     Prefers the shallowest block boundaries (top-level blocks before list items before the
     paragraphs inside them), then line breaks, and only as a last resort characters, so a
     code block that fits the budget is never cut.
     """
 
-    def __init__(self, lines: _Lines, levels: dict[int, int], budget: int) -> None:
+    def __init__(self, lines: _Lines, levels: dict[int, int], budget: int, cost: _Cost) -> None:
+        self._cost = cost
         self._lines = lines
         self._boundary_lines = sorted(levels)
         self._levels = levels
@@ -387,7 +427,7 @@ class _Splitter:
         """Greedily pack the indivisible units of lines ``[start, end)`` into pieces."""
         pieces: list[tuple[int, int]] = []
         for unit_start, unit_end in self._units(start, end):
-            if pieces and unit_end - pieces[-1][0] <= self._budget:
+            if pieces and self._cost(pieces[-1][0], unit_end) <= self._budget:
                 pieces[-1] = (pieces[-1][0], unit_end)
             else:
                 pieces.append((unit_start, unit_end))
@@ -396,7 +436,7 @@ class _Splitter:
     def _units(self, start: int, end: int) -> Iterator[tuple[int, int]]:
         """Character ranges that fit the budget, cut at the coarsest boundaries possible."""
         char_start, char_end = self._lines.offset(start), self._lines.offset(end)
-        if char_end - char_start <= self._budget:
+        if self._cost(char_start, char_end) <= self._budget:
             yield char_start, char_end
             return
         inside = self._boundary_lines[
@@ -416,14 +456,26 @@ class _Splitter:
     def _characters(self, start: int, end: int) -> Iterator[tuple[int, int]]:
         """Cut one over-long line, after a space in the window's second half if there is one."""
         text = self._lines.text
-        while end - start > self._budget:
-            cut = start + self._budget
-            space = text.rfind(" ", start + self._budget // 2, cut)
+        while self._cost(start, end) > self._budget:
+            cut = self._fit(start, end)
+            space = text.rfind(" ", start + (cut - start) // 2, cut)
             if space != -1:
                 cut = space + 1
             yield start, cut
             start = cut
         yield start, end
+
+    def _fit(self, start: int, end: int) -> int:
+        """The largest cut in (start, end) whose range from ``start`` fits the budget (at
+        least one character, so a budget under one character still advances)."""
+        low, high = start + 1, end
+        while low < high:
+            mid = (low + high + 1) // 2
+            if self._cost(start, mid) <= self._budget:
+                low = mid
+            else:
+                high = mid - 1
+        return low
 
 
 def _kept(sections: Sequence[_Section], lines: _Lines) -> Iterator[_Section]:
@@ -439,7 +491,11 @@ def _kept(sections: Sequence[_Section], lines: _Lines) -> Iterator[_Section]:
 
 
 def _chunks(
-    sections: Sequence[_Section], splitter: _Splitter, lines: _Lines, title: str
+    sections: Sequence[_Section],
+    splitter: _Splitter,
+    lines: _Lines,
+    title: str,
+    cjk_char_tokens: float,
 ) -> Iterator[Chunk]:
     """Split the kept sections, trim the pieces and turn them into chunks."""
     to_bytes = _ByteOffsets(lines.text)
@@ -459,7 +515,7 @@ def _chunks(
                 level=section.level,
                 context=context,
                 content=content,
-                token_count=estimate_tokens(content),
+                token_count=estimate_tokens(content, cjk_char_tokens),
                 byte_start=to_bytes(start),
                 byte_end=to_bytes(end),
                 line_start=lines.line_of(start) + 1,

@@ -260,7 +260,7 @@ def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
         "pool_size": ctx.pool_size,
         "leg_size": ctx.leg_size,
         "rrf_k": ctx.config.search.fusion.rrf_k,
-        "legs": [{"name": leg.name, "candidates": len(leg.hits)} for leg in legs],
+        "legs": [_leg_explain(leg) for leg in legs],
         "ranks": [
             {
                 "rank": hit.rank,
@@ -277,6 +277,28 @@ def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
     }
 
 
+def _leg_explain(leg: Any) -> dict[str, Any]:
+    """A leg's candidates, its fusion weight (with the rules that changed it) and its own
+    expression, where the leg reports them."""
+    out: dict[str, Any] = {"name": leg.name, "candidates": len(leg.hits)}
+    for key in ("weight", "weight_reasons", "skipped", "expr"):
+        if key in leg.meta:
+            value = leg.meta[key]
+            out[key] = list(value) if key == "weight_reasons" else value
+    return out
+
+
+def _leg_details(leg: dict[str, Any]) -> str:
+    out = ""
+    if "weight" in leg:
+        out += f"  weight {leg['weight']:g}"
+        if leg.get("weight_reasons"):
+            out += f" ({'; '.join(leg['weight_reasons'])})"
+    if leg.get("skipped"):
+        out += "  (skipped)"
+    return out
+
+
 def _print_explain(explain: dict[str, Any]) -> None:
     match_expr = explain["match_expr"]
     lines = [
@@ -286,7 +308,10 @@ def _print_explain(explain: dict[str, Any]) -> None:
         f"embed_text: {explain['embed_text']!r}",
         f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  rrf_k: {explain['rrf_k']}",
     ]
-    lines += [f"leg {leg['name']}: {leg['candidates']} candidates" for leg in explain["legs"]]
+    for leg in explain["legs"]:
+        lines.append(f"leg {leg['name']}: {leg['candidates']} candidates{_leg_details(leg)}")
+        if "expr" in leg:
+            lines.append(f"  expr: {leg['expr']}")
     for hit in explain["ranks"]:
         parts = [f"{name} #{leg['rank']} ({leg['score']:.4f})" for name, leg in hit["legs"].items()]
         lines.append(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -39,6 +39,30 @@ class FusionConfig(_Strict):
     content: float = Field(1.0, ge=0, description="bm25 weight of the chunk content")
     candidates: int = Field(
         50, ge=1, le=1000, description="top-N each candidate leg returns before fusion"
+    )
+    weights: dict[str, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="RRF weight per leg name (fts, word, vector, a plugin's leg); "
+        "1.0 when not listed, 0 leaves the leg out of fusion",
+    )
+    cross_script_lexical: float = Field(
+        0.0,
+        ge=0,
+        description="multiplies the lexical legs' weight when the query's script (Japanese or "
+        "not) differs from the corpus's; 0 leaves them out, 1.0 turns the rule off",
+    )
+    coverage_threshold: float = Field(
+        0.5,
+        ge=0,
+        le=1,
+        description="share of the query's IDF mass the word leg's top hit must contain for "
+        "coverage_vector to apply",
+    )
+    coverage_vector: float = Field(
+        0.25,
+        ge=0,
+        description="multiplies the vector leg's weight when the word leg's top hit covers "
+        "the query (see coverage_threshold); 1.0 turns the rule off",
     )
 
 
@@ -110,7 +134,18 @@ class IndexConfig(_Strict):
         None, description="index file; default <kb>/.groove/index.sqlite (relative to the KB)"
     )
     max_chunk_tokens: int = Field(
-        400, ge=32, le=8192, description="sections longer than this are split (len/4 tokens)"
+        400,
+        ge=32,
+        le=8192,
+        description="sections longer than this are split (tokens estimated as len/4, "
+        "each CJK character counting cjk_char_tokens)",
+    )
+    cjk_char_tokens: float = Field(
+        1.0,
+        ge=0.25,
+        le=4.0,
+        description="tokens one kana/kanji/hangul character counts for in chunk sizing; "
+        "0.25 is the seed's plain len/4 (re-index with --rebuild after changing it)",
     )
     max_file_bytes: int = Field(
         10 * 1024 * 1024, ge=1024, description="larger files are skipped with a warning"

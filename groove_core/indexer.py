@@ -282,6 +282,7 @@ def _new_document(
             text,
             fallback_title=Path(src.rel).stem,
             max_tokens=index.max_chunk_tokens,
+            cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
         )
     except TooManyChunks as err:

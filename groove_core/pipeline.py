@@ -13,6 +13,7 @@ from groove_core.context import QueryContext
 from groove_core.fusion import Fused, rrf
 from groove_core.models import LegResult, SearchFilters, SearchHit, SearchResponse
 from groove_core.query import QueryError, parse_query
+from groove_core.weighting import weigh
 
 if TYPE_CHECKING:
     from groove_core.embedding import Embedder
@@ -122,7 +123,7 @@ def low_confidence(ctx: QueryContext, hits: list[SearchHit]) -> bool:
 
 def run(ctx: QueryContext, plugins: Plugins) -> tuple[SearchResponse, list[LegResult]]:
     """Run every stage for a prepared context; also returns the legs (for --explain)."""
-    legs = plugins.candidates(ctx)
+    legs = weigh(ctx, plugins.candidates(ctx))
     fused = rrf(legs, ctx.config.search.fusion.rrf_k, ctx.pool_size)
     hits = hits_for(ctx.store, fused)
     hits = plugins.rerank(ctx, hits)

@@ -73,6 +73,9 @@ class ParsedQuery:
     embed_text: str
     fts_skipped: bool
     warnings: tuple[QueryWarning, ...]
+    # (text, quoted) of every part of the non-excluded tokens: the word leg segments these
+    # itself (its tokens have no 3-character floor; see groove_core.words).
+    positive_parts: tuple[tuple[str, bool], ...] = ()
 
 
 def normalize(text: str) -> str:
@@ -387,4 +390,5 @@ def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
         embed_text=embed_text,
         fts_skipped=fts_skipped,
         warnings=tuple(w for w in (positive_warning, negative_warning) if w is not None),
+        positive_parts=tuple((part.text, part.quoted) for t in kept for part in t.parts),
     )

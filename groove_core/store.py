@@ -1,10 +1,11 @@
 """The index: one SQLite file (pysqlite3 + sqlite-vec), its schema, and all of its SQL.
 
 Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
-(FTS5 trigram over heading / context / content, rowid = chunk id) and ``vec_chunks``
-(vec0, L2, chunk_id = chunk id). Every file is replaced in one transaction, so a crash or
-a kill leaves each document either fully old or fully new; WAL lets searches run while an
-index run writes.
+(FTS5 trigram over heading / context / content, rowid = chunk id), ``vec_chunks`` (vec0,
+L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
+tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``). Every file is
+replaced in one transaction, so a crash or a kill leaves each document either fully old or
+fully new; WAL lets searches run while an index run writes.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from groove_core import words
 from groove_core.query import normalize
 
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_SCHEMA = """
+_SCHEMA = (
+    """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS documents (
     id INTEGER PRIMARY KEY,
@@ -65,6 +68,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
     heading, context, content, tokenize = 'trigram remove_diacritics 1'
 );
 """
+    + words.WORD_SCHEMA
+)
 
 #: Ranked lexical leg. bm25() is negative, smaller is better.
 FTS_RANKED_SQL = (
@@ -576,15 +581,12 @@ class Store:
         )
         chunk_id = int(cur.lastrowid)
         # FTS holds the NFKC form so that full- and half-width text match each other.
+        fields = (normalize(chunk.heading), normalize(chunk.context), normalize(chunk.content))
         self.conn.execute(
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-            (
-                chunk_id,
-                normalize(chunk.heading),
-                normalize(chunk.context),
-                normalize(chunk.content),
-            ),
+            (chunk_id, *fields),
         )
+        words.insert_row(self.conn, chunk_id, *fields)
         self.conn.execute(
             "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
             (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -609,6 +611,7 @@ class Store:
             return
         ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id = ?", row)]
         self.conn.executemany("DELETE FROM fts_chunks WHERE rowid = ?", [(i,) for i in ids])
+        words.delete_rows(self.conn, ids)
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
@@ -826,6 +829,8 @@ class Consistency:
     chunks_without_doc: frozenset[int]
     #: What the environment kept doctor from checking (e.g. a read-only file); not damage.
     environment: tuple[str, ...] = ()
+    word_orphans: frozenset[int] = frozenset()  # word-leg rows without a chunk
+    chunks_without_word: frozenset[int] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -836,11 +841,9 @@ class Consistency:
             or self.chunks_without_fts
             or self.chunks_without_vec
             or self.chunks_without_doc
+            or self.word_orphans
+            or self.chunks_without_word
         )
-
-
-#: FTS5's own consistency check. It is issued as an INSERT, so it needs a writable index.
-_FTS_CHECK_SQL = "INSERT INTO fts_chunks(fts_chunks, rank) VALUES ('integrity-check', 1)"
 
 
 def check_consistency(store: Store) -> Consistency:
@@ -856,9 +859,11 @@ def check_consistency(store: Store) -> Consistency:
     empty: frozenset[int] = frozenset()
     try:
         problems += [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
-        _fts_self_check(conn, problems, environment)
+        for table in ("fts_chunks", "word_chunks"):
+            _fts_self_check(conn, table, problems, environment)
         chunks = _ids(conn, "SELECT id FROM chunks")
         fts = _ids(conn, "SELECT rowid FROM fts_chunks")
+        word = words.row_ids(conn)
         vec = _ids(conn, "SELECT chunk_id FROM vec_chunks") if store.has_vectors() else empty
         homeless = _ids(
             conn, "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
@@ -875,6 +880,8 @@ def check_consistency(store: Store) -> Consistency:
         chunks_without_vec=chunks - vec,
         chunks_without_doc=homeless,
         environment=tuple(environment),
+        word_orphans=word - chunks,
+        chunks_without_word=chunks - word,
     )
 
 
@@ -882,20 +889,24 @@ def _ids(conn: Any, sql: str) -> frozenset[int]:
     return frozenset(int(r[0]) for r in conn.execute(sql))
 
 
-def _fts_self_check(conn: Any, problems: list[str], environment: list[str]) -> None:
+def _fts_self_check(conn: Any, table: str, problems: list[str], environment: list[str]) -> None:
+    """FTS5's own consistency check of ``table``. It is issued as an INSERT, so it needs a
+    writable index: on a read-only one it is an environment problem, not damage."""
     try:
-        conn.execute(_FTS_CHECK_SQL)
+        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
     except sqlite_errors() as err:
         if error_kind(err) == "environment":
-            environment.append(f"the FTS self-check was skipped: it needs a writable index ({err})")
+            environment.append(
+                f"the {table} self-check was skipped: it needs a writable index ({err})"
+            )
         else:
-            problems.append(f"fts_chunks: {err}")
+            problems.append(f"{table}: {err}")
 
 
 def repair_rows(store: Store, found: Consistency) -> list[str]:
     """Drop orphan rows and forget documents whose rows disagree, so the next index run
     re-embeds exactly those documents. Returns the paths it forgot."""
-    damaged = found.chunks_without_fts | found.chunks_without_vec
+    damaged = found.chunks_without_fts | found.chunks_without_vec | found.chunks_without_word
     with store.transaction():
         # Forgotten documents are missing until the index run that follows re-adds them.
         store.set_meta(INCOMPLETE_KEY, str(time.time()))
@@ -913,6 +924,7 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
             "DELETE FROM fts_chunks WHERE rowid = ?",
             [(i,) for i in found.fts_orphans | found.chunks_without_doc],
         )
+        words.delete_rows(store.conn, found.word_orphans | found.chunks_without_doc)
         if store.has_vectors():
             store.conn.executemany(
                 "DELETE FROM vec_chunks WHERE chunk_id = ?",
@@ -925,5 +937,7 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
 
 
 #: version -> function that upgrades a connection from that version to the next one.
-#: Schema 1 is the first released schema, so there is nothing to migrate from yet.
-MIGRATIONS: dict[int, Callable[[Any], None]] = {}
+MIGRATIONS: dict[int, Callable[[Any], None]] = {
+    # 1 -> 2: the word leg's table, filled from the stored chunks (no re-embedding).
+    1: words.migrate_add_word_table,
+}

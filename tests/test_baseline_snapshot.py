@@ -38,6 +38,11 @@ from groove_core.plugins import ENTRY_POINT_GROUP, make_plugin_manager
 from groove_core.testing import FAST_CONFIG, make_kb
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "baseline_search.json"
+#: The seed's two-leg pipeline (trigram + vector, plain RRF): the baseline before the word
+#: leg became the default (ADR-0012). Never regenerated: the documented one-line seed
+#: configuration must keep reproducing it byte for byte.
+SEED_SNAPSHOT = Path(__file__).parent / "snapshots" / "seed_search.json"
+SEED_LINES = '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\n'
 UPDATE_ENV = "GROOVE_UPDATE_SNAPSHOTS"
 
 FILES = {
@@ -93,7 +98,9 @@ def _configs() -> dict[str, str]:
         {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)} - set(STAGES)
     )
     off = FAST_CONFIG + f"[plugins]\ndisabled = {json.dumps(others)}\n"
+    seed = FAST_CONFIG + SEED_LINES.replace('["word"]', json.dumps([*others, "word"]))
     return {
+        "seed.toml": seed,
         "off.toml": off,
         "blocked.toml": FAST_CONFIG + f"[plugins]\ndisabled = {json.dumps([*others, *STAGES])}\n",
         "on.toml": off
@@ -165,6 +172,14 @@ def test_core_alone_matches_the_snapshot(kb: Path) -> None:
         SNAPSHOT.write_text(canonical({"cases": cases}), encoding="utf-8")
         pytest.fail(f"{SNAPSHOT} rewritten: review the diff, then rerun without {UPDATE_ENV}")
     assert outputs == _snapshot()
+
+
+def test_seed_configuration_reproduces_the_seed_snapshot(kb: Path) -> None:
+    stored = json.loads(SEED_SNAPSHOT.read_text(encoding="utf-8"))
+    expected = [canonical(c["output"]) for c in stored["cases"]]
+    assert _cli_outputs(kb, "seed.toml") == expected
+    # The default differs from the seed (the word leg finds more), or this pins nothing.
+    assert _snapshot() != expected
 
 
 def test_installed_plugins_off_by_default_config_match_the_snapshot(kb: Path) -> None:

@@ -12,7 +12,7 @@ from click.testing import CliRunner, Result
 from groove_core.cli import build_cli
 from groove_core.config import GrooveConfig
 from groove_core.evaluation.tomledit import TomlEditError, set_table_values
-from groove_core.evaluation.tune import GRID_K, Point, current_point, grid, split
+from groove_core.evaluation.tune import GRID_K, GRID_WORD, Point, current_point, grid, split
 from groove_core.testing import make_kb, open_kb
 
 PAIRS = 48
@@ -50,7 +50,13 @@ def test_grid_fixes_content_weight_and_keeps_the_current_point() -> None:
     assert current in points and len(points) == len(set(points))
     assert {p.rrf_k for p in points} == set(GRID_K)
     odd = Point(33.0, 2.0, 1.0, 3.0)
-    assert odd in grid(odd) and all(p.content == 1.0 for p in grid(odd) if p != odd)
+    # The k x column plane fixes content at 1; the fusion-weight sweep keeps the current
+    # k and column weights and varies only the word weight and the rules' factors.
+    plane = [p for p in grid(odd) if p.fusion_weights == odd.fusion_weights and p != odd]
+    assert odd in grid(odd) and all(p.content == 1.0 for p in plane)
+    sweep = [p for p in grid(odd) if p.fusion_weights != odd.fusion_weights]
+    assert sweep and all((p.rrf_k, *p.weights) == (33.0, 2.0, 1.0, 3.0) for p in sweep)
+    assert {p.word for p in sweep} == set(GRID_WORD)
 
 
 def test_split_is_deterministic_and_stable_when_queries_are_added() -> None:
@@ -97,7 +103,9 @@ def test_tune_says_so_when_the_knobs_do_not_matter(tmp_path: Path) -> None:
     assert "not writing groove.toml" in result.output
     assert (kb / "groove.toml").read_text() == before
     page = (tmp_path / "tune.html").read_text()
-    assert page.count("<rect") > len(grid(Point(60.0, 2.0, 1.0, 1.0)))  # heatmap + bars
+    current = Point(60.0, 2.0, 1.0, 1.0)
+    plane = [p for p in grid(current) if p.fusion_weights == current.fusion_weights]
+    assert page.count("<rect") > len(plane)  # the k x column heatmap + bars
 
 
 def test_toml_edit_keeps_comments_and_other_tables() -> None:

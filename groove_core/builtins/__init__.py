@@ -10,6 +10,7 @@ def default_plugins() -> list[tuple[str, object]]:
     return [
         ("fts", legs.FTSLeg()),
         ("vector", legs.VectorLeg()),
+        ("word", legs.WordLeg()),
         ("match_spans", highlight.MatchSpans()),
         ("embedders", embedders),
     ]

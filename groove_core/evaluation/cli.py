@@ -492,7 +492,9 @@ def _maybe_write(
         return None
     path = config_path or kb / CONFIG_FILENAME
     text = path.read_text(encoding="utf-8") if path.exists() else ""
-    updated = set_table_values(text, "search.fusion", tuned.best.to_json())
+    updated = set_table_values(text, "search.fusion", tuned.best.fusion_values())
+    if tuned.best.word != tuned.current.word:
+        updated = set_table_values(updated, "search.fusion.weights", {"word": tuned.best.word})
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(updated, encoding="utf-8")
     tmp.replace(path)

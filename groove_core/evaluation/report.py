@@ -107,7 +107,13 @@ def _heat(value: float, low: float, high: float) -> str:
 
 def heatmap(report: TuneReport) -> str:
     """Rows: heading/context/content weights; columns: rrf_k; cell: tuning-part mean."""
-    means = report.tune_means
+    # The k x column-weight plane at the current fusion weights (the fusion-weight sweep
+    # is listed in the JSON output, not drawn).
+    means = {
+        p: v
+        for p, v in report.tune_means.items()
+        if p.fusion_weights == report.current.fusion_weights
+    }
     ks = sorted({p.rrf_k for p in means})
     weights = sorted({p.weights for p in means})
     low, high = report.spread

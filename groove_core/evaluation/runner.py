@@ -164,8 +164,10 @@ class Searcher:
 
     def candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
         """Stage 1: the fused list before any optional stage, top ``limit`` chunks."""
+        from groove_core.weighting import weigh
+
         ctx = self.context(query, limit)
-        legs = self.plugins.candidates(ctx)
+        legs = weigh(ctx, self.plugins.candidates(ctx))
         return self.fused(legs, self.config.search.fusion.rrf_k, limit)
 
     def full(self, query: str, limit: int) -> list[tuple[str, float]]:

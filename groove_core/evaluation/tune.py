@@ -6,6 +6,9 @@ The grid (documented in docs/eval.md):
 * ``heading`` in GRID_HEADING and ``context`` in GRID_CONTEXT with ``content`` fixed at
   1.0 — bm25 is a weighted *sum* over columns, so scaling all three weights together never
   changes a ranking and only the ratios to ``content`` are free;
+* the word leg's RRF weight in GRID_WORD and the two query-dependent rules
+  (``cross_script_lexical`` in GRID_CROSS, ``coverage_vector`` in GRID_COVERAGE), swept
+  together at the current k and column weights (ADR-0012);
 * plus the current setting, exactly as configured.
 
 The golden queries are split deterministically (a hash of each query's key) into a tuning
@@ -41,6 +44,7 @@ from groove_core.evaluation.runner import (
     score,
     with_changes,
 )
+from groove_core.weighting import Features, apply, features, leg_weights
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
@@ -52,25 +56,38 @@ if TYPE_CHECKING:
 GRID_K = (5.0, 10.0, 20.0, 40.0, 60.0, 100.0, 200.0)
 GRID_HEADING = (0.0, 0.5, 1.0, 2.0, 4.0, 8.0)
 GRID_CONTEXT = (0.0, 0.5, 1.0, 2.0)
+GRID_WORD = (0.0, 0.5, 1.0, 1.5, 2.0)
+GRID_CROSS = (0.0, 0.25, 0.5, 1.0)
+GRID_COVERAGE = (0.25, 0.5, 1.0)
 HOLDOUT_FRACTION = 0.5
 
 
 @dataclass(frozen=True, order=True)
 class Point:
-    """One setting of the four knobs."""
+    """One setting of the knobs: RRF k, the bm25 column weights, and the fusion weights
+    (the word leg's weight and the two rules' factors; see groove_core.weighting)."""
 
     rrf_k: float
     heading: float
     context: float
     content: float
+    word: float = 1.0
+    cross_script_lexical: float = 0.0
+    coverage_vector: float = 0.25
 
     @property
     def weights(self) -> tuple[float, float, float]:
         return (self.heading, self.context, self.content)
 
+    @property
+    def fusion_weights(self) -> tuple[float, float, float]:
+        return (self.word, self.cross_script_lexical, self.coverage_vector)
+
     def label(self) -> str:
         return (
             f"k={_num(self.rrf_k)} w={_num(self.heading)}/{_num(self.context)}/{_num(self.content)}"
+            f" word={_num(self.word)} xs={_num(self.cross_script_lexical)}"
+            f" cov={_num(self.coverage_vector)}"
         )
 
     def to_json(self) -> dict[str, float]:
@@ -79,7 +96,17 @@ class Point:
             "heading": self.heading,
             "context": self.context,
             "content": self.content,
+            "word": self.word,
+            "cross_script_lexical": self.cross_script_lexical,
+            "coverage_vector": self.coverage_vector,
         }
+
+    def fusion_values(self) -> dict[str, float]:
+        """The ``[search.fusion]`` keys of this point (the word weight lives in
+        ``[search.fusion.weights]``)."""
+        out = self.to_json()
+        del out["word"]
+        return out
 
 
 def _num(value: float) -> str:
@@ -88,11 +115,30 @@ def _num(value: float) -> str:
 
 def current_point(config: GrooveConfig) -> Point:
     f = config.search.fusion
-    return Point(f.rrf_k, f.heading, f.context, f.content)
+    return Point(
+        f.rrf_k,
+        f.heading,
+        f.context,
+        f.content,
+        f.weights.get("word", 1.0),
+        f.cross_script_lexical,
+        f.coverage_vector,
+    )
 
 
 def grid(current: Point) -> list[Point]:
-    points = {Point(k, h, c, 1.0) for k in GRID_K for h in GRID_HEADING for c in GRID_CONTEXT}
+    """The k x column-weight grid at the current fusion weights, then the fusion-weight
+    grid at the current k and column weights (a full product would be 45x larger)."""
+    fusion = current.fusion_weights
+    points = {
+        Point(k, h, c, 1.0, *fusion) for k in GRID_K for h in GRID_HEADING for c in GRID_CONTEXT
+    }
+    points |= {
+        Point(current.rrf_k, *current.weights, w, x, v)
+        for w in GRID_WORD
+        for x in GRID_CROSS
+        for v in GRID_COVERAGE
+    }
     points.add(current)
     return sorted(points)
 
@@ -139,10 +185,17 @@ def _prepare(
     return prepared
 
 
-def _fts_leg(ctx: QueryContext, config: GrooveConfig) -> LegResult | None:
-    from groove_core.builtins.legs import FTSLeg
+def _lexical_legs(ctx: QueryContext, config: GrooveConfig) -> dict[str, LegResult]:
+    """The legs that read the bm25 column weights, recomputed for ``config``."""
+    from groove_core.builtins.legs import FTSLeg, WordLeg
 
-    return FTSLeg().groove_candidates(replace(ctx, config=config))
+    weighted = replace(ctx, config=config)
+    out: dict[str, LegResult] = {}
+    for name, leg in (("fts", FTSLeg()), ("word", WordLeg())):
+        result = leg.groove_candidates(weighted)
+        if result is not None:
+            out[name] = result
+    return out
 
 
 @dataclass
@@ -162,7 +215,7 @@ def run_grid(
     config = searcher.config
     prepared = _prepare(searcher, queries, limit, progress)
     points = grid(current_point(config))
-    lexical = "fts" in searcher.plugins.implements("groove_candidates")
+    lexical = set(searcher.plugins.implements("groove_candidates")) & {"fts", "word"}
     by_weights: dict[tuple[float, float, float], list[Point]] = {}
     for point in points:
         by_weights.setdefault(point.weights, []).append(point)
@@ -172,18 +225,39 @@ def run_grid(
         weighted = with_changes(config, {f"search.fusion.{k}": v for k, v in changes.items()})
         for item in prepared:
             legs = _legs_for(item, weighted, lexical)
+            found = features(item.ctx, legs) if item.ctx is not None else None
             for point in same:
-                outcomes[point].items.append(_score(searcher, item, legs, point.rrf_k, limit))
+                fused = _weighted(legs, found, point, config)
+                outcomes[point].items.append(_score(searcher, item, fused, point.rrf_k, limit))
         if progress is not None:
             progress(len(prepared))
     return GridResult(points, outcomes)
 
 
-def _legs_for(item: _Prepared, config: GrooveConfig, lexical: bool) -> list[LegResult]:
+def _weighted(
+    legs: list[LegResult], found: Features | None, point: Point, config: GrooveConfig
+) -> list[LegResult]:
+    """The legs with this point's fusion weights (the rules' features do not change)."""
+    if found is None:
+        return legs
+    f = config.search.fusion
+    fusion = f.model_copy(
+        update={
+            "weights": {**f.weights, "word": point.word},
+            "cross_script_lexical": point.cross_script_lexical,
+            "coverage_vector": point.coverage_vector,
+        }
+    )
+    return apply(legs, leg_weights(found, [leg.name for leg in legs], fusion))
+
+
+def _legs_for(item: _Prepared, config: GrooveConfig, lexical: set[str]) -> list[LegResult]:
     if item.ctx is None or not lexical:
         return item.legs
-    fts = _fts_leg(item.ctx, config)
-    return [fts if leg.name == "fts" and fts is not None else leg for leg in item.legs]
+    fresh = _lexical_legs(item.ctx, config)
+    return [
+        fresh[leg.name] if leg.name in lexical and leg.name in fresh else leg for leg in item.legs
+    ]
 
 
 def _score(

@@ -1,0 +1,86 @@
+"""What the word leg costs: index-time writes and per-query time, beside the trigram leg.
+
+    .venv/bin/python bench/word_cost.py [CHUNKS]   (default 10000)
+
+Builds the two lexical FTS5 tables (trigram and word) for CHUNKS chunks of real text (the
+committed Japanese and English collections, cycled) in a temporary database, timing each
+table's inserts (segmentation included for the word table), then times both legs' ranked
+queries over the golden questions (median and p95). No embedder: its cost is the
+denominator measured by bench/scale.py.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import tempfile
+import time
+from itertools import cycle, islice
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaldata, from a checkout
+
+from evaldata import EVALDATA
+from groove_core import words
+from groove_core.query import normalize, parse_query
+from groove_core.store import Store
+
+
+def _texts() -> list[str]:
+    out = []
+    for name in ("jsquad-ja-para", "xquad-en-para", "cranfield-en", "md-vue-docs-ja"):
+        for path in sorted((EVALDATA / name / "docs").rglob("*.md")):
+            out.append(normalize(path.read_text(encoding="utf-8")))
+    return out
+
+
+def _queries() -> list[str]:
+    out = []
+    for golden in ("jsquad-ja-para/golden.jsonl", "xquad-en-para/golden.jsonl"):
+        lines = (EVALDATA / golden).read_text(encoding="utf-8").splitlines()
+        out += [json.loads(line)["query"] for line in lines if line.strip()]
+    return out
+
+
+def main() -> None:
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
+    texts = list(islice(cycle(_texts()), n))
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.create(Path(tmp) / "index.sqlite")
+        conn = store.conn
+        started = time.perf_counter()
+        with store.transaction():
+            for i, text in enumerate(texts, start=1):
+                conn.execute(
+                    "INSERT INTO fts_chunks(rowid, heading, context, content) "
+                    "VALUES (?, '', '', ?)",
+                    (i, text),
+                )
+        trigram_s = time.perf_counter() - started
+        started = time.perf_counter()
+        with store.transaction():
+            for i, text in enumerate(texts, start=1):
+                words.insert_row(conn, i, "", "", text)
+        word_s = time.perf_counter() - started
+        print(f"{n} chunks: trigram table {trigram_s:.1f} s, word table {word_s:.1f} s")
+        fts_ms, word_ms = [], []
+        for query in _queries():
+            parsed = parse_query(query)
+            if parsed.match_expr is not None:
+                started = time.perf_counter()
+                store.fts_search(parsed.match_expr, (2.0, 1.0, 1.0), 50)
+                fts_ms.append((time.perf_counter() - started) * 1000)
+            expr = words.match_expr(words.query_terms(parsed.positive_parts)[0])
+            if expr is not None:
+                started = time.perf_counter()
+                words.search(conn, expr, (2.0, 1.0, 1.0), 50)
+                word_ms.append((time.perf_counter() - started) * 1000)
+        for name, ms in (("trigram", fts_ms), ("word", word_ms)):
+            p95 = statistics.quantiles(ms, n=20)[-1]
+            print(f"{name} leg: median {statistics.median(ms):.1f} ms, p95 {p95:.1f} ms")
+        store.close()
+
+
+if __name__ == "__main__":
+    main()

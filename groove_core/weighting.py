@@ -1,0 +1,206 @@
+"""Per-leg RRF weights, and the query-dependent rules that adjust them.
+
+RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion.weights]``
+(1.0 for a leg not listed), and two rules change them per query:
+
+* **cross-script**: when the query's script (Japanese or not) differs from the corpus's,
+  the lexical legs (``fts``, ``word``) are multiplied by ``cross_script_lexical``. An English
+  question over Japanese notes shares only stray Latin words with them (code, product
+  names), which match English-heavy hub pages rather than the answer; the vector leg is the
+  one that can bridge languages.
+* **lexical coverage**: when the word leg's top hit contains at least
+  ``coverage_threshold`` of the query's IDF mass (the rare words of the query, weighted by
+  bm25's IDF), the vector leg is multiplied by ``coverage_vector``: an exact match on the
+  query's distinctive words is better evidence than a semantic neighbour. It does not
+  apply to a cross-script query.
+
+Both rules exist for the three-leg pipeline and were measured with it (ADR-0012), so they
+apply only when the word leg took part in the query; with the word leg disabled, fusion is
+the seed's plain RRF. The figures behind the defaults are in docs/eval.md.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from groove_core import words
+
+if TYPE_CHECKING:
+    from groove_core.config import FusionConfig
+    from groove_core.context import QueryContext
+    from groove_core.models import LegResult
+    from groove_core.store import Store
+
+LEXICAL_LEGS = frozenset({"fts", "word"})
+WORD_LEG = "word"
+
+#: Chunks sampled (evenly spread over the ids) to tell the corpus's script.
+SCRIPT_SAMPLE = 256
+#: A corpus is Japanese when at least this share of its letters are kana or kanji. Japanese
+#: technical notes carry a lot of Latin (code, names), so the bar is well under one half;
+#: the committed collections are classified correctly (docs/adr/0012).
+CJK_CORPUS_SHARE = 0.2
+
+_CJK = re.compile(
+    r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
+)
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def cjk_share(text: str) -> float:
+    """Kana and kanji as a share of all letters in ``text`` (0.0 without letters)."""
+    letters = len(_LETTER.findall(text))
+    return len(_CJK.findall(text)) / letters if letters else 0.0
+
+
+def query_script(text: str) -> str | None:
+    """``ja`` when the query has any kana or kanji, ``other`` when it has letters, else None.
+
+    One Japanese character is enough: ``Vue の computed とは`` is a Japanese question.
+    """
+    if _CJK.search(text):
+        return "ja"
+    return "other" if _LETTER.search(text) else None
+
+
+@dataclass(frozen=True)
+class _CorpusProfile:
+    version: int
+    script: str | None
+    chunks: int
+
+
+_PROFILES: weakref.WeakKeyDictionary[Store, _CorpusProfile] = weakref.WeakKeyDictionary()
+
+
+def _profile(store: Store) -> _CorpusProfile:
+    """The corpus's script and size, recomputed only after another connection commits."""
+    version = int(store.conn.execute("PRAGMA data_version").fetchone()[0])
+    cached = _PROFILES.get(store)
+    if cached is not None and cached.version == version:
+        return cached
+    low, high, count = store.conn.execute(
+        "SELECT min(id), max(id), count(*) FROM chunks"
+    ).fetchone()
+    script: str | None = None
+    if count:
+        step = max(1, (high - low) // SCRIPT_SAMPLE)
+        ids = list(range(low, high + 1, step))[:SCRIPT_SAMPLE]
+        rows = store.conn.execute(
+            "SELECT content FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        )
+        text = "\n".join(str(r[0]) for r in rows)
+        script = "ja" if cjk_share(text) >= CJK_CORPUS_SHARE else "other"
+    profile = _CorpusProfile(version, script, int(count))
+    _PROFILES[store] = profile
+    return profile
+
+
+@dataclass(frozen=True)
+class Features:
+    """What the rules look at, computed once per query (tuning re-weighs without them)."""
+
+    query_script: str | None
+    corpus_script: str | None
+    coverage: float | None  # share of the query's IDF mass in the word leg's top hit
+    word_leg: bool  # the word leg ran for this query (not skipped)
+
+    @property
+    def cross_script(self) -> bool:
+        return (
+            self.query_script is not None
+            and self.corpus_script is not None
+            and self.query_script != self.corpus_script
+        )
+
+
+def _coverage(store: Store, leg: LegResult, chunks: int) -> float | None:
+    terms = [t for t in leg.meta.get("terms", ()) if " " not in t]
+    if not leg.hits or not terms or not chunks:
+        return None
+    from groove_core.query import normalize
+
+    idf = {
+        t: words.idf(df, chunks) for t, df in words.document_frequencies(store.conn, terms).items()
+    }
+    mass = sum(idf.values())
+    if mass <= 0:
+        return None
+    row = store.chunk_rows([leg.hits[0].chunk_id]).get(leg.hits[0].chunk_id)
+    if row is None:
+        return None
+    text = " ".join(normalize(row[k]) for k in ("heading", "context", "content"))
+    present = set(words.tokens(text))
+    return sum(v for t, v in idf.items() if t in present) / mass
+
+
+def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
+    word = next((leg for leg in legs if leg.name == WORD_LEG), None)
+    ran = word is not None and not word.meta.get("skipped")
+    if not ran or word is None:
+        return Features(None, None, None, False)
+    profile = _profile(ctx.store)
+    return Features(
+        query_script(ctx.query.embed_text),
+        profile.script,
+        _coverage(ctx.store, word, profile.chunks),
+        True,
+    )
+
+
+def leg_weights(
+    found: Features, names: Sequence[str], fusion: FusionConfig
+) -> dict[str, tuple[float, tuple[str, ...]]]:
+    """leg name -> (weight, the reasons it differs from the configured weight)."""
+    out: dict[str, tuple[float, tuple[str, ...]]] = {}
+    for name in names:
+        weight = fusion.weights.get(name, 1.0)
+        why: list[str] = []
+        if found.word_leg:
+            if found.cross_script and name in LEXICAL_LEGS and fusion.cross_script_lexical != 1:
+                weight *= fusion.cross_script_lexical
+                why.append(
+                    f"query {found.query_script} vs corpus {found.corpus_script}: "
+                    f"x{fusion.cross_script_lexical:g}"
+                )
+            # A query in another script than the corpus matches only stray words (code,
+            # names): covering those is no evidence against the vector leg, the one leg
+            # that bridges languages.
+            covered = (
+                not found.cross_script
+                and found.coverage is not None
+                and found.coverage >= fusion.coverage_threshold
+            )
+            if covered and name == "vector" and fusion.coverage_vector != 1:
+                weight *= fusion.coverage_vector
+                why.append(
+                    f"word-leg top hit covers {found.coverage:.0%} of the query's IDF: "
+                    f"x{fusion.coverage_vector:g}"
+                )
+        out[name] = (weight, tuple(why))
+    return out
+
+
+def apply(
+    legs: Sequence[LegResult], weights: dict[str, tuple[float, tuple[str, ...]]]
+) -> list[LegResult]:
+    """The legs with their weight (and its reasons) in ``meta``, where RRF and --explain
+    read it."""
+    out = []
+    for leg in legs:
+        weight, why = weights.get(leg.name, (1.0, ()))
+        out.append(replace(leg, meta={**leg.meta, "weight": weight, "weight_reasons": why}))
+    return out
+
+
+def weigh(ctx: QueryContext, legs: Sequence[LegResult]) -> list[LegResult]:
+    """Weights for this query's legs, from the configuration and the rules."""
+    found = features(ctx, legs)
+    weights = leg_weights(found, [leg.name for leg in legs], ctx.config.search.fusion)
+    return apply(legs, weights)

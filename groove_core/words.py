@@ -1,0 +1,201 @@
+"""The word leg's segmentation and its SQL: short Japanese words found lexically.
+
+The trigram leg cannot match a word under 3 characters, and most everyday Japanese words
+are one or two kanji (状態, 型, 部屋). This module writes a second FTS5 table, ``word_chunks``,
+whose text is already cut into tokens at script boundaries (ADR-0002 keeps morphological
+analysis out of the core):
+
+* a kanji or katakana run becomes its overlapping bigrams (``状態管理`` → ``状態 態管 管理``);
+  a one-character run is a unigram (``型``);
+* hiragana is dropped: in running text it is particles and inflections (は, が, の, する),
+  which match almost everything and carry no topic;
+* every other run of letters and digits is a lower-cased word with a light English plural
+  stemmer (Harman's S-stemmer), so ``pipelines`` finds ``pipeline``.
+
+The tokens are joined with spaces and indexed by FTS5's ``unicode61`` tokenizer, which then
+only splits at those spaces. Because the tokens are final, the ``fts5vocab`` view of the
+table holds exactly the tokens a query produces, which gives the document frequencies that
+the lexical-coverage weighting rule needs (``groove_core.weighting``). Why a leg and not a
+lower trigram floor: ``docs/adr/0012-word-leg-and-weighted-fusion.md``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+__all__ = [
+    "MAX_TERMS",
+    "WORD_SCHEMA",
+    "delete_rows",
+    "document_frequencies",
+    "insert_row",
+    "match_expr",
+    "migrate_add_word_table",
+    "query_terms",
+    "row_ids",
+    "search",
+    "segment",
+    "tokens",
+]
+
+#: Per-query cap on distinct terms; FTS5 cost is roughly linear in them (as MAX_PHRASES).
+MAX_TERMS = 48
+
+_KANJI = "\u3005-\u3007\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f"
+# U+30FB (the middle dot ・) is punctuation, not part of a katakana word.
+_KATAKANA = "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f"
+_HIRAGANA = "\u3041-\u309f"
+_RUNS = re.compile(
+    rf"([{_KANJI}]+)|([{_KATAKANA}]+)|[{_HIRAGANA}]+|([^\W_{_KANJI}{_KATAKANA}{_HIRAGANA}]+)"
+)
+
+WORD_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS word_chunks USING fts5(
+    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE IF NOT EXISTS word_vocab USING fts5vocab(word_chunks, 'row');
+"""
+
+_RANKED_SQL = (
+    "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
+    "WHERE word_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
+)
+_RANKED_FILTERED_SQL = (
+    "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
+    "WHERE word_chunks MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
+    "ORDER BY s, rowid LIMIT ?"
+)
+
+
+def _stem(word: str) -> str:
+    """Harman's S-stemmer: plurals only, so it never merges unrelated words."""
+    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
+        return word[:-3] + "y"
+    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
+        return word[:-1]
+    if len(word) > 2 and word.endswith("s") and not word.endswith(("us", "ss")):
+        return word[:-1]
+    return word
+
+
+def _bigrams(run: str) -> Iterable[str]:
+    if len(run) == 1:
+        return (run,)
+    return (run[i : i + 2] for i in range(len(run) - 1))
+
+
+def tokens(text: str) -> list[str]:
+    """The word tokens of NFKC-normalised ``text``, in order (repeats kept)."""
+    out: list[str] = []
+    for match in _RUNS.finditer(text):
+        kanji, katakana, other = match.groups()
+        run = kanji or katakana
+        if run:
+            out.extend(_bigrams(run))
+        elif other:
+            out.append(_stem(other.lower()))
+    return out
+
+
+# A VitePress/markdown-it-attrs heading anchor (`{#computed-properties}`). The chunker
+# keeps it in ``content`` (the raw slice) but drops it from headings because the Japanese
+# Vue docs carry English slugs there, which would answer a cross-lingual query lexically;
+# the word leg ignores it for the same reason.
+_ANCHOR = re.compile(r"\{#[^{}\n]*\}")
+
+
+def segment(text: str) -> str:
+    """What ``word_chunks`` stores for ``text``: its tokens joined by spaces."""
+    return " ".join(tokens(_ANCHOR.sub(" ", text)))
+
+
+def _quote(phrase: str) -> str:
+    return '"' + phrase.replace('"', '""') + '"'
+
+
+def query_terms(parts: Sequence[tuple[str, bool]]) -> tuple[list[str], bool]:
+    """(FTS5 terms, truncated): a plain part gives one term per distinct token, a quoted
+    part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously)."""
+    terms: list[str] = []
+    for text, quoted in parts:
+        found = tokens(text)
+        if quoted and len(found) > 1:
+            terms.append(" ".join(found))
+        else:
+            terms.extend(found)
+    distinct = list(dict.fromkeys(terms))
+    return distinct[:MAX_TERMS], len(distinct) > MAX_TERMS
+
+
+def match_expr(terms: Sequence[str]) -> str | None:
+    """``"t1" OR "t2" ...`` (every term quoted, so no token can be FTS5 syntax)."""
+    return " OR ".join(_quote(t) for t in terms) or None
+
+
+# -- SQL, all of it for word_chunks --------------------------------------------------------
+
+
+def insert_row(conn: Any, chunk_id: int, heading: str, context: str, content: str) -> None:
+    """Index one chunk (already NFKC-normalised); called in the chunk's own transaction."""
+    conn.execute(
+        "INSERT INTO word_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+        (chunk_id, segment(heading), segment(context), segment(content)),
+    )
+
+
+def delete_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
+    conn.executemany("DELETE FROM word_chunks WHERE rowid = ?", [(i,) for i in chunk_ids])
+
+
+def row_ids(conn: Any) -> frozenset[int]:
+    """Every chunk id the table holds (for the doctor's consistency check)."""
+    return frozenset(int(r[0]) for r in conn.execute("SELECT rowid FROM word_chunks"))
+
+
+def search(
+    conn: Any,
+    expr: str,
+    weights: tuple[float, float, float],
+    limit: int,
+    allowed: frozenset[int] | None = None,
+) -> list[tuple[int, float]]:
+    """Ranked candidates: (chunk id, bm25) best first (bm25 is negative, smaller is better)."""
+    if allowed is None:
+        rows = conn.execute(_RANKED_SQL, (*weights, expr, limit))
+    else:
+        ids = json.dumps(sorted(allowed))
+        rows = conn.execute(_RANKED_FILTERED_SQL, (*weights, expr, ids, limit))
+    return [(int(r[0]), float(r[1])) for r in rows]
+
+
+def document_frequencies(conn: Any, terms: Sequence[str]) -> dict[str, int]:
+    """How many chunks contain each single-token term (phrases are left out)."""
+    single = [t for t in terms if " " not in t]
+    rows = conn.execute(
+        "SELECT term, doc FROM word_vocab WHERE term IN (SELECT value FROM json_each(?))",
+        (json.dumps(single, ensure_ascii=False),),
+    )
+    found = {str(r[0]): int(r[1]) for r in rows}
+    return {t: found.get(t, 0) for t in single}
+
+
+def idf(df: int, n: int) -> float:
+    """bm25's IDF, floored at 0 (a term in more than half the chunks carries nothing)."""
+    return max(0.0, math.log((n - df + 0.5) / (df + 0.5)))
+
+
+def migrate_add_word_table(conn: Any) -> None:
+    """Schema 1 → 2: create the word table and fill it from the chunks already indexed,
+    so an upgrade needs no re-embedding (about 1 s per 1,000 chunks)."""
+    from groove_core.query import normalize
+
+    for statement in WORD_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
+    for chunk_id, heading, context, content in rows:
+        insert_row(conn, int(chunk_id), normalize(heading), normalize(context), normalize(content))
