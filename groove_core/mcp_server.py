@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from groove_core import __version__
+from groove_core.filters import GlobError
 from groove_core.kb_files import (
     DocumentError,
     changes_on_disk,
@@ -323,6 +324,8 @@ def _as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[..
     def wrapper(*args: Any, **kwargs: Any) -> T:
         try:
             return fn(*args, **kwargs)
+        except GlobError as err:  # a QueryError, but about the path argument, not the query
+            message = f"invalid argument: {err}"
         except QueryError as err:
             message = f"invalid query: {err}"
         except _tool_errors() as err:

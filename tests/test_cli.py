@@ -313,7 +313,8 @@ def test_json_explain_is_one_valid_json_object(notes_kb: Path) -> None:
     explain = payload["explain"]
     assert explain["match_expr"] == '("rust") NOT ("async")'
     assert explain["negatives"] == ["async"]
-    assert {leg["name"] for leg in explain["legs"]} == {"fts", "vector"}
+    assert {leg["name"] for leg in explain["legs"]} == {"fts", "vector", "word"}
+    assert all("weight" in leg for leg in explain["legs"])
     first = explain["ranks"][0]
     assert first["path"] == payload["results"][0]["path"]
-    assert set(first["legs"]) <= {"fts", "vector"} and first["legs"]
+    assert set(first["legs"]) <= {"fts", "vector", "word"} and first["legs"]
