@@ -27,11 +27,28 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "groove"
 
-#: Stages the seed configures in groove.toml, with the hook and the distribution providing them.
+#: Stages the seed configures in groove.toml: the hook, the distribution providing it, the
+#: setting, and how to install it. The plugins are not on PyPI: the command installs one
+#: from a groove checkout (its root as the current folder).
 _STAGE_PACKAGES = {
-    "mmr": ("groove_diversify", "groove-mmr", "[search.mmr] enabled = true"),
-    "parent": ("groove_expand", "groove-parent", "[search.parent_retriever] enabled = true"),
-    "reranker": ("groove_rerank", "groove-reranker-bge", "reranker = ..."),
+    "mmr": (
+        "groove_diversify",
+        "groove-mmr",
+        "[search.mmr] enabled = true",
+        "pip install ./plugins/groove_mmr",
+    ),
+    "parent": (
+        "groove_expand",
+        "groove-parent",
+        "[search.parent_retriever] enabled = true",
+        "pip install ./plugins/groove_parent",
+    ),
+    "reranker": (
+        "groove_rerank",
+        "groove-reranker-bge",
+        "reranker = ...",
+        "pip install ./plugins/groove_reranker_bge torch==2.13.0",
+    ),
 }
 
 Status = Literal["enabled", "disabled", "failed"]
@@ -245,11 +262,12 @@ def _check_required_stages(plugins: Plugins) -> None:
         "reranker": config.reranker is not None,
     }
     for stage, on in wanted.items():
-        hook, package, setting = _STAGE_PACKAGES[stage]
+        hook, package, setting, install = _STAGE_PACKAGES[stage]
         if on and not plugins.implements(hook):
             raise ConfigError(
                 f"{setting} in {config.source or 'the configuration'} needs the plugin "
-                f"{package}, which is not installed or is disabled: pip install {package}"
+                f"{package}, which is not installed or is disabled: take it out of [plugins] "
+                f"disabled, or install it from a groove checkout: {install}"
             )
 
 

@@ -161,4 +161,5 @@ def test_enabling_mmr_while_the_plugin_is_disabled_names_the_package(tmp_path: P
     result = _cli(kb, "search", QUERY)
     assert result.exit_code == 1
     assert "needs the plugin groove-mmr" in result.output
+    assert "install it from a groove checkout: pip install ./plugins/groove_mmr" in result.output
     assert "Traceback" not in result.output

@@ -198,4 +198,5 @@ def test_enabling_parent_while_the_plugin_is_disabled_names_the_package(tmp_path
     result = _cli(kb, "search", "kettle")
     assert result.exit_code == 1
     assert "needs the plugin groove-parent" in result.output
+    assert "install it from a groove checkout: pip install ./plugins/groove_parent" in result.output
     assert "Traceback" not in result.output

@@ -26,9 +26,10 @@ Predict = Callable[[Sequence[tuple[str, str]]], list[float]]
 #: after model must not pile gigabytes of weights into a long-running server.
 MAX_LOADED = 2
 
+#: The plugin is not on PyPI: install it from a groove checkout (its root as current folder).
 INSTALL_HINT = {
-    "sentence-transformers": "pip install groove-reranker-bge",
-    "flag": "pip install 'groove-reranker-bge[flag]'",
+    "sentence-transformers": "pip install ./plugins/groove_reranker_bge torch==2.13.0",
+    "flag": "pip install './plugins/groove_reranker_bge[flag]' torch==2.13.0",
 }
 
 

@@ -100,5 +100,6 @@ def test_a_max_length_beyond_the_model_fails_while_scoring_naming_it(tiny_model:
 
 
 def test_a_missing_library_names_the_package_to_install() -> None:
-    with pytest.raises(RerankerError, match=r"pip install 'groove-reranker-bge\[flag\]'"):
+    hint = r"pip install './plugins/groove_reranker_bge\[flag\]' torch==2\.13\.0"
+    with pytest.raises(RerankerError, match=hint):
         backends._import("no_such_reranker_library", "flag")
