@@ -3,11 +3,13 @@
 RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion.weights]``
 (1.0 for a leg not listed), and two rules change them per query:
 
-* **cross-script**: when the query's script (Japanese or not) differs from the corpus's,
-  the lexical legs (``fts``, ``word``) are multiplied by ``cross_script_lexical``. An English
-  question over Japanese notes shares only stray Latin words with them (code, product
-  names), which match English-heavy hub pages rather than the answer; the vector leg is the
-  one that can bridge languages.
+* **cross-script**: when the query's script (Japanese or not) differs from the script of
+  what the lexical legs matched (their top hits), the lexical legs (``fts``, ``word``) are
+  multiplied by ``cross_script_lexical``. An English question over Japanese notes shares
+  only stray Latin words with them (code, product names), which match pages that are not
+  the answer; the vector leg is the one that can bridge languages. The script is read from
+  the matches, not from the corpus as a whole, so that in a bilingual knowledge base an
+  English question that matches English notes keeps its lexical legs.
 * **lexical coverage**: when the word leg's top hit contains at least
   ``coverage_threshold`` of the query's IDF mass (the rare words of the query, weighted by
   bm25's IDF), the vector leg is multiplied by ``coverage_vector``: an exact match on the
@@ -21,7 +23,6 @@ the seed's plain RRF. The figures behind the defaults are in docs/eval.md.
 
 from __future__ import annotations
 
-import json
 import re
 import weakref
 from collections.abc import Sequence
@@ -39,12 +40,12 @@ if TYPE_CHECKING:
 LEXICAL_LEGS = frozenset({"fts", "word"})
 WORD_LEG = "word"
 
-#: Chunks sampled (evenly spread over the ids) to tell the corpus's script.
-SCRIPT_SAMPLE = 256
-#: A corpus is Japanese when at least this share of its letters are kana or kanji. Japanese
-#: technical notes carry a lot of Latin (code, names), so the bar is well under one half;
-#: the committed collections are classified correctly (docs/adr/0012).
-CJK_CORPUS_SHARE = 0.2
+#: Top hits of each lexical leg whose text tells the script of what the legs matched.
+MATCH_SAMPLE = 5
+#: Matched text is Japanese when at least this share of its letters are kana or kanji.
+#: Japanese technical notes carry a lot of Latin (code, names), so the bar is well under one
+#: half (docs/adr/0012).
+CJK_TEXT_SHARE = 0.2
 
 _CJK = re.compile(
     r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
@@ -69,37 +70,34 @@ def query_script(text: str) -> str | None:
 
 
 @dataclass(frozen=True)
-class _CorpusProfile:
+class _CorpusSize:
     version: int
-    script: str | None
     chunks: int
 
 
-_PROFILES: weakref.WeakKeyDictionary[Store, _CorpusProfile] = weakref.WeakKeyDictionary()
+_SIZES: weakref.WeakKeyDictionary[Store, _CorpusSize] = weakref.WeakKeyDictionary()
 
 
-def _profile(store: Store) -> _CorpusProfile:
-    """The corpus's script and size, recomputed only after another connection commits."""
+def _chunk_count(store: Store) -> int:
+    """The number of chunks, counted again only after another connection commits."""
     version = int(store.conn.execute("PRAGMA data_version").fetchone()[0])
-    cached = _PROFILES.get(store)
-    if cached is not None and cached.version == version:
-        return cached
-    low, high, count = store.conn.execute(
-        "SELECT min(id), max(id), count(*) FROM chunks"
-    ).fetchone()
-    script: str | None = None
-    if count:
-        step = max(1, (high - low) // SCRIPT_SAMPLE)
-        ids = list(range(low, high + 1, step))[:SCRIPT_SAMPLE]
-        rows = store.conn.execute(
-            "SELECT content FROM chunks WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(ids),),
-        )
-        text = "\n".join(str(r[0]) for r in rows)
-        script = "ja" if cjk_share(text) >= CJK_CORPUS_SHARE else "other"
-    profile = _CorpusProfile(version, script, int(count))
-    _PROFILES[store] = profile
-    return profile
+    cached = _SIZES.get(store)
+    if cached is None or cached.version != version:
+        count = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        cached = _SIZES[store] = _CorpusSize(version, count)
+    return cached.chunks
+
+
+def match_script(store: Store, legs: Sequence[LegResult]) -> str | None:
+    """``ja`` or ``other``: the script of the lexical legs' top hits (None without hits)."""
+    ids = {
+        hit.chunk_id for leg in legs if leg.name in LEXICAL_LEGS for hit in leg.hits[:MATCH_SAMPLE]
+    }
+    if not ids:
+        return None
+    rows = store.chunk_rows(sorted(ids)).values()
+    text = "\n".join(f"{row['heading']}\n{row['content']}" for row in rows)
+    return "ja" if cjk_share(text) >= CJK_TEXT_SHARE else "other"
 
 
 @dataclass(frozen=True)
@@ -107,7 +105,7 @@ class Features:
     """What the rules look at, computed once per query (tuning re-weighs without them)."""
 
     query_script: str | None
-    corpus_script: str | None
+    match_script: str | None  # of what the lexical legs matched
     coverage: float | None  # share of the query's IDF mass in the word leg's top hit
     word_leg: bool  # the word leg ran for this query (not skipped)
 
@@ -115,8 +113,8 @@ class Features:
     def cross_script(self) -> bool:
         return (
             self.query_script is not None
-            and self.corpus_script is not None
-            and self.query_script != self.corpus_script
+            and self.match_script is not None
+            and self.query_script != self.match_script
         )
 
 
@@ -145,11 +143,10 @@ def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
     ran = word is not None and not word.meta.get("skipped")
     if not ran or word is None:
         return Features(None, None, None, False)
-    profile = _profile(ctx.store)
     return Features(
         query_script(ctx.query.embed_text),
-        profile.script,
-        _coverage(ctx.store, word, profile.chunks),
+        match_script(ctx.store, legs),
+        _coverage(ctx.store, word, _chunk_count(ctx.store)),
         True,
     )
 
@@ -166,10 +163,10 @@ def leg_weights(
             if found.cross_script and name in LEXICAL_LEGS and fusion.cross_script_lexical != 1:
                 weight *= fusion.cross_script_lexical
                 why.append(
-                    f"query {found.query_script} vs corpus {found.corpus_script}: "
+                    f"query {found.query_script} vs matches {found.match_script}: "
                     f"x{fusion.cross_script_lexical:g}"
                 )
-            # A query in another script than the corpus matches only stray words (code,
+            # A query in another script than its matches matched only stray words (code,
             # names): covering those is no evidence against the vector leg, the one leg
             # that bridges languages.
             covered = (

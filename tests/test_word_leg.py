@@ -22,6 +22,7 @@ NOTES = {
     "types.md": "# 型\n\n型の注釈を書く。\n",
     "english.md": "# Pipelines\n\nBuilding data pipelines with queues.\n",
     "hub.md": "# Hub\n\nstate management, rooms, types and pipelines: an English hub page.\n",
+    "vue.md": "# 算出\n\nVue の computed プロパティで値を算出し、テンプレートに表示する。\n",
 }
 
 
@@ -146,7 +147,7 @@ def test_weighted_rrf_and_zero_weight() -> None:
 def test_rules_cross_script_and_coverage() -> None:
     fusion = parse_config({}).search.fusion
     names = ["fts", "word", "vector"]
-    cross = Features("other", "ja", None, True)
+    cross = Features("other", "ja", None, True)  # an English query, Japanese matches
     weights = leg_weights(cross, names, fusion)
     assert weights["fts"][0] == weights["word"][0] == fusion.cross_script_lexical
     assert weights["vector"] == (1.0, ())
@@ -174,8 +175,16 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     assert "leg word: 1 candidates  weight 1" in result.output
     assert 'expr: "状態"' in result.output
     result = CliRunner().invoke(
+        build_cli(None), ["search", "--kb", str(kb), "computed", "--explain"]
+    )
+    assert result.exit_code == 0, result.output
+    # An English word found only inside Japanese text: a stray match, lexical legs left out.
+    assert "query other vs matches ja: x0" in result.output
+    result = CliRunner().invoke(
         build_cli(None), ["search", "--kb", str(kb), "state management pipelines", "--explain"]
     )
     assert result.exit_code == 0, result.output
-    # The corpus is Japanese (by its letters), the query is not: lexical legs left out.
-    assert "query other vs corpus ja: x0" in result.output
+    # The same mostly-Japanese notes, but this English query matches English notes: a
+    # bilingual knowledge base keeps its lexical legs for them.
+    assert "vs matches" not in result.output
+    assert "leg fts: 2 candidates  weight 1" in result.output
