@@ -49,7 +49,8 @@ class FusionConfig(_Strict):
         0.0,
         ge=0,
         description="multiplies the lexical legs' weight when the query's script (Japanese or "
-        "not) differs from the corpus's; 0 leaves them out, 1.0 turns the rule off",
+        "not) differs from that of what they matched (their top hits); 0 leaves them out, "
+        "1.0 turns the rule off",
     )
     coverage_threshold: float = Field(
         0.5,

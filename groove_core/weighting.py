@@ -96,8 +96,12 @@ def match_script(store: Store, legs: Sequence[LegResult]) -> str | None:
     if not ids:
         return None
     rows = store.chunk_rows(sorted(ids)).values()
-    text = "\n".join(f"{row['heading']}\n{row['content']}" for row in rows)
-    return "ja" if cjk_share(text) >= CJK_TEXT_SHARE else "other"
+    # Where a chunk sits says more than a code-heavy body: a Japanese page's code sample is
+    # still under a Japanese title and headings, an English note's are English.
+    labels = "\n".join(f"{row['title']}\n{row['heading_path']}" for row in rows)
+    content = "\n".join(f"{row['heading']}\n{row['content']}" for row in rows)
+    japanese = max(cjk_share(labels), cjk_share(content)) >= CJK_TEXT_SHARE
+    return "ja" if japanese else "other"
 
 
 @dataclass(frozen=True)
