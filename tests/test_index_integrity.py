@@ -382,3 +382,25 @@ def test_a_running_server_reads_the_index_a_rebuild_swapped_in(tmp_path: Path) -
 def _paths(result: Any) -> list[str]:
     assert not result.is_error, result.content
     return [hit["path"] for hit in result.structured_content["results"]]
+
+
+def test_reading_tools_on_a_damaged_index_say_so_over_mcp(
+    built: tuple[Path, set[Any]], tmp_path: Path
+) -> None:
+    kb = _copy_kb(built, tmp_path)
+    index = Groove.open(kb).index_file
+    _overwrite_pages(index, [_root_page(index, "chunks"), _root_page(index, "documents")], seed=2)
+    server = build_mcp_server(Groove.open(kb))
+
+    async def scenario() -> list[Any]:
+        async with Client(server) as client:
+            return [
+                await client.call_tool("list_documents", {}),
+                await client.call_tool("get_document", {"path": "a10336-p00.md"}),
+            ]
+
+    for result in asyncio.run(scenario()):
+        assert result.is_error
+        text = result.content[0].text
+        assert "is damaged" in text and "groove doctor --repair" in text, text
+        assert str(tmp_path) not in text
