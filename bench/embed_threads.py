@@ -10,6 +10,9 @@ processes that only burn CPU beside the benchmark: the "loaded machine" case (an
 browser, an agent, a test run on a 2-core laptop). Reported per thread count: medians over
 the rounds of wall time and of process CPU time (user+sys of every thread: BLAS threads
 that spin while waiting for a core show up there), as chunks/s and ms per query.
+
+``--kb KB`` (an indexed KB) adds warm end-to-end searches: the same questions through
+``app.search`` with ``query_threads`` 1 and 2, alternating, p50 / p95 of wall time.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,6 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # bench/: corpus
 import corpus
 
+from groove_core.app import Groove
 from groove_core.embedding import USEMultilingual
 
 BATCH = 64
@@ -55,6 +60,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--burners", type=int, default=0, help="CPU-burning processes beside")
     parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--kb", type=Path, help="an indexed KB: also time warm searches")
     args = parser.parse_args()
 
     batch, questions = _texts()
@@ -62,6 +68,9 @@ def main() -> None:
     for embedder in embedders.values():
         embedder.embed_documents(batch[:4])  # load the model outside the timings
 
+    apps = _apps(args.kb) if args.kb else {}
+    search_walls: dict[int, list[float]] = {1: [], 2: []}
+    search_cpus: dict[int, list[float]] = {1: [], 2: []}
     burners = [
         subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.burners)
     ]
@@ -84,6 +93,10 @@ def main() -> None:
                     cpus.append(cpu)
                 samples[n]["query_wall"].append(statistics.median(walls))
                 samples[n]["query_cpu"].append(statistics.median(cpus))
+                for q in questions if apps else ():
+                    wall, cpu = _timed(functools.partial(apps[n].search, q, limit=10))
+                    search_walls[n].append(wall)
+                    search_cpus[n].append(cpu)
         load_after = os.getloadavg()[0]
     finally:
         for proc in burners:
@@ -103,6 +116,27 @@ def main() -> None:
         bw, bc = statistics.median(s["batch_wall"]), statistics.median(s["batch_cpu"])
         qw, qc = statistics.median(s["query_wall"]), statistics.median(s["query_cpu"])
         print(f"| {n} | {BATCH / bw:.0f} | {bc * 1000:.0f} | {qw * 1000:.1f} | {qc * 1000:.1f} |")
+    if apps:
+        print("\n| query_threads | warm search p50 ms | p95 ms | CPU ms p50 |\n|---|---|---|---|")
+        for n, walls in search_walls.items():
+            ordered = sorted(walls)
+            p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
+            cpu = statistics.median(search_cpus[n])
+            print(
+                f"| {n} | {statistics.median(walls) * 1000:.1f} | {p95 * 1000:.1f} | "
+                f"{cpu * 1000:.1f} |"
+            )
+
+
+def _apps(kb: Path) -> dict[int, Groove]:
+    """One warm app per query thread count, on the same index."""
+    apps = {}
+    for n in (1, 2):
+        config = Path(tempfile.mkdtemp()) / "groove.toml"
+        config.write_text(f"[embedder]\nquery_threads = {n}\n", encoding="utf-8")
+        apps[n] = Groove.open(kb, config)
+        apps[n].search("warm up the model, the index and the page cache", limit=10)
+    return apps
 
 
 if __name__ == "__main__":

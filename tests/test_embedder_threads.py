@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import time
+import statistics
+import subprocess
+import sys
 
 import pytest
 
 from groove_core.config import EmbedderConfig, parse_config
 from groove_core.embedding import USEMultilingual, builtin_embedder_specs
-from groove_core.testing import SAMPLE_NOTES, cost_ratio
 
 
 def _embedder(config: EmbedderConfig) -> USEMultilingual:
@@ -32,30 +33,45 @@ def test_the_older_threads_key_keeps_setting_both() -> None:
     assert (embedder._query_threads, embedder._index_threads) == (1, 2)
 
 
+# One process per thread count: OpenBLAS workers keep spinning for a while after a
+# multithreaded call, so in a process that ran both settings the single-threaded calls would
+# be billed for the other setting's idle workers.
+_WORKLOAD = """
+import sys, time
+from groove_core.embedding import USEMultilingual
+from groove_core.testing import SAMPLE_NOTES, SAMPLE_QUERIES
+threads = int(sys.argv[1])
+embedder = USEMultilingual(query_threads=threads, index_threads=threads)
+batch = list(SAMPLE_NOTES.values()) * 16
+embedder.embed_documents(batch[:2])
+started = time.process_time()
+embedder.embed_documents(batch)
+for query in SAMPLE_QUERIES * 5:
+    embedder.embed_query(query)
+print(time.process_time() - started)
+"""
+
+
+def _workload_cpu(threads: int) -> float:
+    """CPU time (every thread of the process) of one index batch and 20 queries."""
+    out = subprocess.run(
+        [sys.executable, "-c", _WORKLOAD, str(threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=300,
+    )
+    return float(out.stdout.strip())
+
+
 @pytest.mark.slow
 def test_the_default_thread_count_costs_no_more_cpu_than_two_threads() -> None:
-    """CPU time of the whole process (BLAS worker threads included), interleaved, median:
-    a second BLAS thread never made the default embedder cheaper here, idle or loaded,
-    and on a busy machine it costs several times more (docs/benchmarks.md)."""
-    default = USEMultilingual()
-    other = USEMultilingual(query_threads=2, index_threads=2)
-    batch = [text for text in SAMPLE_NOTES.values()] * 8
-    query = "クロスエンコーダによる再ランキングの評価"
-    for embedder in (default, other):
-        embedder.embed_documents(batch[:1])  # load outside the measurement
-
-    queries = cost_ratio(
-        lambda: default.embed_query(query),
-        lambda: other.embed_query(query),
-        clock=time.process_time,
-        repeat=5,
-    )
-    batches = cost_ratio(
-        lambda: default.embed_documents(batch),
-        lambda: other.embed_documents(batch),
-        clock=time.process_time,
-        rounds=5,
-        repeat=2,
-    )
-    assert queries <= 1.0, f"a query with the default costs {queries:.2f}x two threads"
-    assert batches <= 1.0, f"a batch with the default costs {batches:.2f}x two threads"
+    """Whole-process CPU time, BLAS worker threads included, interleaved, median of the
+    rounds' ratios. Measured 0.06-0.22x, on a quiet machine and beside two CPU burners
+    alike: after each call the second BLAS thread spins, waiting for the next one
+    (docs/benchmarks.md, "Embedder threads")."""
+    ratios = []
+    for _ in range(5):
+        ratios.append(_workload_cpu(1) / _workload_cpu(2))
+    ratio = statistics.median(ratios)
+    assert ratio < 0.7, f"the default costs {ratio:.2f}x two threads (rounds: {ratios})"
