@@ -80,7 +80,7 @@ class USEMultilingual:
     def _load(self) -> Any:
         if self._model is None:
             # deferred until the first text is embedded; restored from a derived cache
-            # (~0.1 s) instead of parsed and inflated from the package (~0.9 s)
+            # (~0.2 s of CPU) instead of parsed and inflated from the package (~0.9 s)
             from groove_core.model_cache import load_use
 
             self._model = load_use()
@@ -90,7 +90,9 @@ class USEMultilingual:
         import numpy as np
 
         model = self._load()
-        # the backend applies its thread count (threadpoolctl) around each call
+        # the backend applies its thread count (threadpoolctl, process-wide) around each
+        # call; a concurrent call (serve --watch) may run with the other setting: a
+        # matter of speed (tests/test_model_cache.py finds 1 and 2 threads bit-identical)
         model._model.threads = threads
         return np.asarray(model.encode(texts), dtype=np.float32)
 
