@@ -90,7 +90,7 @@ def load_use(root: Path | None = None) -> Any:
     is the caller's to set (``model._model.threads``) before each call."""
     try:
         folder = cache_folder(root)
-    except OSError:
+    except (OSError, RuntimeError):  # RuntimeError: no home folder to put a cache in
         return _load_from_package()
     try:
         model = restore(folder)

@@ -138,6 +138,18 @@ def test_an_unusable_cache_folder_falls_back_to_the_package(
     assert "model cache not written" in capsys.readouterr().err
 
 
+def test_no_home_folder_means_no_cache_and_no_error(
+    reference: np.ndarray, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv(model_cache.CACHE_ENV, raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert np.array_equal(model_cache.load_use().encode(TEXTS), reference)
+
+
 def test_an_unfaithful_snapshot_is_never_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
