@@ -101,27 +101,31 @@ def _largest(folder: Path) -> Path:
     return max(folder.iterdir(), key=lambda p: p.stat().st_size)
 
 
-@pytest.mark.parametrize("damage", ["flip a byte", "truncate", "manifest", "missing file"])
-def test_a_damaged_cache_is_detected_and_rebuilt_never_used(
-    built: Path,
-    reference: np.ndarray,
-    tmp_path: Path,
-    damage: str,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    root, folder = _copy(built, tmp_path)
-    victim = folder / "manifest.json" if damage == "manifest" else _largest(folder)
-    if damage == "missing file":
+def _damage(folder: Path, how: str) -> None:
+    victim = folder / "manifest.json" if how == "manifest" else _largest(folder)
+    if how == "missing file":
         victim.unlink()
-    elif damage == "truncate" or damage == "manifest":
+    elif how in ("truncate", "manifest"):
         victim.write_bytes(victim.read_bytes()[:-100])
     else:
         data = bytearray(victim.read_bytes())
         data[len(data) // 2] ^= 0x01  # one bit of one weight
         victim.write_bytes(bytes(data))
 
+
+@pytest.mark.parametrize("how", ["flip a byte", "truncate", "manifest", "missing file"])
+def test_a_damaged_cache_is_detected(built: Path, tmp_path: Path, how: str) -> None:
+    _, folder = _copy(built, tmp_path)
+    _damage(folder, how)
     with pytest.raises(model_cache.CacheError):
         model_cache.restore(folder)
+
+
+def test_a_damaged_cache_is_rebuilt_never_used(
+    built: Path, reference: np.ndarray, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, folder = _copy(built, tmp_path)
+    _damage(folder, "flip a byte")
     model = model_cache.load_use(root)
     assert "rebuilding the model cache" in capsys.readouterr().err
     assert np.array_equal(model.encode(TEXTS), reference)
