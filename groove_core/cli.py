@@ -522,8 +522,14 @@ def _startup_plugins() -> Plugins | None:
 def configure_logging() -> None:
     """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport.
 
-    Called when a command runs, not at start-up: structlog costs ~70 ms to import, which
-    ``groove --help`` should not pay."""
+    Applied when something first logs, not when a command starts: structlog costs
+    ~70–90 ms to import, which neither ``groove --help`` nor a quiet search should pay."""
+    from groove_core import logs
+
+    logs.configure(_configure_structlog)
+
+
+def _configure_structlog() -> None:
     import logging
 
     import structlog

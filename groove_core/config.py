@@ -12,7 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 CONFIG_FILENAME = "groove.toml"
 DEFAULT_INDEX_DIR = ".groove"
@@ -125,7 +132,27 @@ class EmbedderConfig(_Strict):
         None, description="model name or local path, for embedders that take one"
     )
     batch_size: int = Field(64, ge=1, le=4096, description="chunks embedded per call")
-    threads: int = Field(2, ge=1, le=256, description="BLAS threads of the default embedder")
+    query_threads: int = Field(
+        1, ge=1, le=256, description="BLAS threads of the default embedder for a query"
+    )
+    index_threads: int = Field(
+        1, ge=1, le=256, description="BLAS threads of the default embedder for index batches"
+    )
+    threads: int | None = Field(
+        None,
+        ge=1,
+        le=256,
+        description="older key: sets query_threads and index_threads together "
+        "(either one set beside it wins)",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _threads_sets_both(cls, data: Any) -> Any:
+        # `threads = N` from before the split keeps its meaning: N for all embedding
+        if isinstance(data, dict) and type(data.get("threads")) is int:
+            data = {"query_threads": data["threads"], "index_threads": data["threads"], **data}
+        return data
 
 
 class IndexConfig(_Strict):

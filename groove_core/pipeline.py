@@ -7,10 +7,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import structlog
 
 from groove_core.context import QueryContext
 from groove_core.fusion import Fused, rrf
+from groove_core.logs import get_logger
 from groove_core.models import LegResult, SearchFilters, SearchHit, SearchResponse
 from groove_core.query import QueryError, parse_query
 from groove_core.weighting import weigh
@@ -62,7 +62,7 @@ def build_context(
         config=config,
         embedder=embedder,
         options=dict(options),
-        log=structlog.get_logger("groove.search"),
+        log=get_logger("groove.search"),
         plugin_settings=plugins.settings,
         _query_vector=_Memo(embedder, parsed.embed_text or parsed.text),
     )

@@ -13,16 +13,15 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-import structlog
-
 from groove_core.indexer import IndexReport, walk_kb
+from groove_core.logs import get_logger
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
 
 Snapshot = dict[str, tuple[int, int]]
 
-log = structlog.get_logger("groove.watch")
+log = get_logger("groove.watch")
 
 
 class Watcher:

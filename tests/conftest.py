@@ -1,12 +1,20 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+if "GROOVE_CACHE_DIR" not in os.environ:
+    # the derived model cache of this run (built by the first test that embeds with the
+    # default model); never the user's own cache folder, and removed afterwards
+    os.environ["GROOVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="groove-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["GROOVE_CACHE_DIR"], ignore_errors=True)
 
 
 NOTES = {
