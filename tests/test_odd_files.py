@@ -27,9 +27,16 @@ def _index_in_child(kb: Path, timeout: float) -> dict[str, object]:
     the report, plus the child's peak memory in MB."""
     code = (
         "import json, resource, sys\n"
+        # ru_maxrss survives exec: a child started by vfork reports its parent's peak (the
+        # whole test session's). VmHWM belongs to the child's own address space.
+        "def peak_mb():\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith('VmHWM:'):\n"
+        "            return int(line.split()[1]) // 1024\n"
+        "    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
         "from groove_core.app import Groove\n"
         "report = Groove.open(__import__('pathlib').Path(sys.argv[1])).index().to_json()\n"
-        "report['max_rss_mb'] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024\n"
+        "report['max_rss_mb'] = peak_mb()\n"
         "print(json.dumps(report))\n"
     )
     try:
