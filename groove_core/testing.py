@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from groove_core.app import Groove
 from groove_core.context import QueryContext
 from groove_core.models import LegResult, SearchHit
+
+T = TypeVar("T")
 
 FAST_CONFIG = '[embedder]\nname = "hashing"\n'
 
@@ -268,3 +270,46 @@ def _best_time(fn: Callable[[], object], repeat: int, clock: Callable[[], float]
         fn()
         best = min(best, clock() - started)
     return max(best, 1e-9)
+
+
+def drive_mcp(server: Any, scenario: Callable[[Any], Awaitable[T]]) -> T:
+    """Run ``scenario(client)`` against an in-process MCP server (``build_mcp_server``)
+    with the SDK's real client, and return what it returns."""
+    import asyncio
+
+    from mcp import Client
+
+    async def main() -> T:
+        async with Client(server) as client:
+            return await scenario(client)
+
+    return asyncio.run(main())
+
+
+def call_tools(server: Any, *requests: tuple[str, dict[str, Any]]) -> list[Any]:
+    """Call each ``(tool name, arguments)`` in order on an in-process MCP server; the
+    ``CallToolResult`` of each."""
+
+    async def scenario(client: Any) -> list[Any]:
+        return [await client.call_tool(name, args) for name, args in requests]
+
+    return drive_mcp(server, scenario)
+
+
+def wait_until_listening(proc: Any, port: int, timeout: float = 30.0) -> None:
+    """Wait for a server process started by a test to accept connections on loopback
+    ``port``; fail with its stderr if it exits first, or after ``timeout`` seconds."""
+    import socket
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            stderr = proc.stderr.read().decode() if proc.stderr else ""
+            raise AssertionError(f"the server exited ({proc.returncode}): {stderr}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"nothing listened on port {port} in {timeout} s") from None
+            time.sleep(0.1)

@@ -21,7 +21,7 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from groove_core.testing import open_kb
+from groove_core.testing import open_kb, wait_until_listening
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "*"}
 ENV.pop("GROOVE_MCP_TOKEN", None)
@@ -64,15 +64,7 @@ def serve(kb: Path, *extra: str, fds: int | None = None) -> Iterator[tuple[int, 
         preexec_fn=(lambda: _fd_limit(fds)) if fds else None,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "groove serve --transport http did not start"
-                time.sleep(0.1)
+        wait_until_listening(proc, port)
         yield port, proc
     finally:
         proc.terminate()

@@ -13,7 +13,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import make_kb, open_kb, wait_until_listening
 
 ROOT = Path(__file__).resolve().parents[1]
 INSPECTOR = ROOT / ".cache/inspector/node_modules/.bin/mcp-inspector"
@@ -61,15 +60,7 @@ def http_target(kb: Path) -> Iterator[list[str]]:
     args = [*stdio_target(kb), "--transport", "http", "--port", str(port)]
     proc = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert proc.poll() is None, "groove serve --transport http exited"
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "groove serve --transport http did not start"
-                time.sleep(0.1)
+        wait_until_listening(proc, port)
         yield [f"http://127.0.0.1:{port}/mcp"]
     finally:
         proc.terminate()

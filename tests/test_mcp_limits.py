@@ -7,18 +7,15 @@ test_mcp_http.py.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 import tracemalloc
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 from click.testing import CliRunner
 from mcp import Client
-from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
 from groove_core.cli import build_cli
@@ -29,25 +26,10 @@ from groove_core.mcp_server import (
     build_mcp_server,
 )
 from groove_core.query import MAX_QUERY_CHARS, QueryError, parse_query
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
 T = TypeVar("T")
 BUDGET = 3_000
-
-
-def drive(server: MCPServer, scenario: Callable[[Client], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with Client(server) as client:
-            return await scenario(client)
-
-    return asyncio.run(main())
-
-
-def calls(server: MCPServer, *requests: tuple[str, dict[str, Any]]) -> list[CallToolResult]:
-    async def scenario(client: Client) -> list[CallToolResult]:
-        return [await client.call_tool(name, args) for name, args in requests]
-
-    return drive(server, scenario)
 
 
 def text_of(result: CallToolResult) -> str:
@@ -115,7 +97,7 @@ def test_a_huge_query_over_mcp_is_refused_fast_and_small(notes_kb: Path) -> None
             tracemalloc.stop()
         return normal, elapsed, peak, refused
 
-    normal, elapsed, peak, refused = drive(build_mcp_server(open_kb(notes_kb)), scenario)
+    normal, elapsed, peak, refused = drive_mcp(build_mcp_server(open_kb(notes_kb)), scenario)
     assert refused.is_error and "at most 2000 characters" in text_of(refused)
     assert elapsed < 5 * normal + 0.05, (elapsed, normal)
     assert peak < 20 * len(huge), peak  # a few copies of the request, nothing per character
@@ -138,7 +120,7 @@ def test_a_huge_query_over_mcp_is_refused_fast_and_small(notes_kb: Path) -> None
 def test_every_argument_is_bounded_and_named_when_too_long(
     notes_kb: Path, tool: str, args: dict[str, Any], message: str
 ) -> None:
-    bad, good = calls(
+    bad, good = call_tools(
         build_mcp_server(open_kb(notes_kb)), (tool, args), ("search", {"query": "rust"})
     )
     assert bad.is_error
@@ -164,7 +146,7 @@ def _bloated_kb(tmp_path: Path) -> Path:
 
 def test_search_fits_the_budget_whatever_the_front_matter_holds(tmp_path: Path) -> None:
     server = build_mcp_server(open_kb(_bloated_kb(tmp_path)), max_response_chars=BUDGET)
-    [result] = calls(
+    [result] = call_tools(
         server, ("search", {"query": "ranking text", "limit": 10, "path": "bloated.md"})
     )
     payload = ok(result, BUDGET)
@@ -177,7 +159,7 @@ def test_search_fits_the_budget_whatever_the_front_matter_holds(tmp_path: Path) 
 
 def test_get_document_fits_the_budget_and_says_what_was_cut(tmp_path: Path) -> None:
     server = build_mcp_server(open_kb(_bloated_kb(tmp_path)), max_response_chars=BUDGET)
-    [result] = calls(
+    [result] = call_tools(
         server, ("get_document", {"path": "bloated.md", "start_line": 1, "end_line": 1})
     )
     doc = ok(result, BUDGET)
@@ -198,7 +180,7 @@ def test_list_documents_pages_through_everything_within_the_budget(tmp_path: Pat
             offset = pages[-1]["next_offset"]
         return pages
 
-    pages = drive(server, scenario)
+    pages = drive_mcp(server, scenario)
     listed = [d["path"] for p in pages for d in p["documents"]]
     assert listed == ["bloated.md", *(f"n/{i:02}.md" for i in range(6))]
     assert pages[0]["documents"][0]["clipped_fields"] == ["title", "tags"]
@@ -219,7 +201,7 @@ def test_list_documents_steps_over_an_entry_that_fits_in_no_page(tmp_path: Path)
             offset = pages[-1]["next_offset"]
         return pages
 
-    pages = drive(server, scenario)
+    pages = drive_mcp(server, scenario)
     assert [p["offset"] for p in pages] == [0, 1, 2]  # it used to stay at 1 forever
     assert pages[1]["documents"] == [] and "was left out" in pages[1]["note"]
     assert [d["path"] for p in pages for d in p["documents"]] == ["a.md", "z.md"]
@@ -240,7 +222,7 @@ def test_get_document_moves_past_a_line_longer_than_the_budget(tmp_path: Path) -
             start = pages[-1]["next_start_line"]
         return pages
 
-    pages = drive(server, scenario)
+    pages = drive_mcp(server, scenario)
     assert [p["line_start"] for p in pages] == [1, 2, 3]
     assert "line 2 alone is longer" in pages[1]["note"]
     assert pages[-1]["content"] == "last line\n"
@@ -251,7 +233,7 @@ def test_index_status_fits_the_budget_with_many_long_changed_paths(tmp_path: Pat
     app = open_kb(kb)
     for i in range(50):
         (kb / f"{'n' * 200}{i:02}.md").write_text("# new\n", encoding="utf-8")
-    [result] = calls(build_mcp_server(app, max_response_chars=BUDGET), ("index_status", {}))
+    [result] = call_tools(build_mcp_server(app, max_response_chars=BUDGET), ("index_status", {}))
     status = ok(result, BUDGET)
     changes = status["changes_on_disk"]
     assert changes["added_count"] == 50 and 0 < len(changes["added"]) < 50
@@ -278,7 +260,7 @@ def test_no_index_errors_name_no_machine_path(tmp_path: Path) -> None:
         ("list_documents", {}),
         ("index_status", {}),
     ]
-    results = calls(build_mcp_server(app), *requests)
+    results = call_tools(build_mcp_server(app), *requests)
     for (tool, _), result in zip(requests, results, strict=True):
         text = _assert_clear(result, tmp_path, tool)
         assert "no index at .groove/index.sqlite" in text and "groove index" in text
@@ -300,5 +282,5 @@ def test_tool_errors_are_clear_and_kb_relative(
     tmp_path: Path, tool: str, args: dict[str, Any], message: str
 ) -> None:
     kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nranking\n\nmore\n"})
-    [result] = calls(build_mcp_server(open_kb(kb)), (tool, args))
+    [result] = call_tools(build_mcp_server(open_kb(kb)), (tool, args))
     assert message in _assert_clear(result, tmp_path, tool)

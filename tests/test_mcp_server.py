@@ -3,12 +3,10 @@ plugins, and searching while another process indexes."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,26 +20,11 @@ from groove_core.context import QueryContext, SearchOption
 from groove_core.hookspecs import hookimpl
 from groove_core.mcp_server import build_mcp_server, fit_search
 from groove_core.plugins import list_plugins
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
 T = TypeVar("T")
 
 CORE_TOOLS = {"search", "get_document", "list_documents", "index_status"}
-
-
-def drive(server: MCPServer, scenario: Callable[[Client], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with Client(server) as client:
-            return await scenario(client)
-
-    return asyncio.run(main())
-
-
-def calls(server: MCPServer, *requests: tuple[str, dict[str, Any]]) -> list[CallToolResult]:
-    async def scenario(client: Client) -> list[CallToolResult]:
-        return [await client.call_tool(name, args) for name, args in requests]
-
-    return drive(server, scenario)
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:
@@ -62,7 +45,7 @@ def tool_schemas(server: MCPServer) -> dict[str, Any]:
     async def scenario(client: Client) -> dict[str, Any]:
         return {t.name: t for t in (await client.list_tools()).tools}
 
-    return drive(server, scenario)
+    return drive_mcp(server, scenario)
 
 
 # -- the tools ---------------------------------------------------------------------------
@@ -91,7 +74,7 @@ def test_tools_have_descriptions_and_typed_schemas(notes_kb: Path) -> None:
 )
 def test_search_returns_the_same_results_as_the_app(notes_kb: Path, query: str, path: str) -> None:
     app = open_kb(notes_kb)
-    [result] = calls(build_mcp_server(app), ("search", {"query": query, "limit": 3}))
+    [result] = call_tools(build_mcp_server(app), ("search", {"query": query, "limit": 3}))
     payload = ok(result)
     expected = app.search(query, limit=3).to_json()
     assert payload["results"] == expected["results"]
@@ -102,7 +85,7 @@ def test_search_returns_the_same_results_as_the_app(notes_kb: Path, query: str, 
 
 def test_search_filters_reach_the_pipeline(notes_kb: Path) -> None:
     server = build_mcp_server(open_kb(notes_kb))
-    by_path, by_tag = calls(
+    by_path, by_tag = call_tools(
         server,
         ("search", {"query": "rust ownership search", "path": "guide/**"}),
         ("search", {"query": "python", "tags": ["SETUP"]}),
@@ -115,7 +98,7 @@ def test_search_filters_reach_the_pipeline(notes_kb: Path) -> None:
 def test_get_document_whole_range_and_chunk_neighbourhood(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     hit = app.search("所有権 Ownership rules", limit=5, path="notes/rust.md").results[0]
-    whole, lines, around = calls(
+    whole, lines, around = call_tools(
         build_mcp_server(app),
         ("get_document", {"path": "notes/ja.md"}),
         ("get_document", {"path": "notes/ja.md", "start_line": 5, "end_line": 5}),
@@ -140,7 +123,7 @@ def test_get_document_serves_files_not_indexed_yet_and_flags_edits(notes_kb: Pat
     (notes_kb / "notes/new.md").write_text("# 新規\n\nまだ索引にない。\n", encoding="utf-8")
     with (notes_kb / "notes/rust.md").open("a", encoding="utf-8") as f:
         f.write("\nedited after indexing\n")
-    new, edited = calls(
+    new, edited = call_tools(
         server,
         ("get_document", {"path": "./notes/new.md"}),
         ("get_document", {"path": "notes/rust.md"}),
@@ -152,7 +135,7 @@ def test_get_document_serves_files_not_indexed_yet_and_flags_edits(notes_kb: Pat
 
 def test_list_documents_filters_and_pages(notes_kb: Path) -> None:
     server = build_mcp_server(open_kb(notes_kb))
-    first, second, tagged, japanese = calls(
+    first, second, tagged, japanese = call_tools(
         server,
         ("list_documents", {"limit": 3}),
         ("list_documents", {"limit": 3, "offset": 3}),
@@ -170,7 +153,7 @@ def test_list_documents_filters_and_pages(notes_kb: Path) -> None:
 def test_index_status_reports_changes_on_disk(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     server = build_mcp_server(app)
-    [fresh] = calls(server, ("index_status", {}))
+    [fresh] = call_tools(server, ("index_status", {}))
     status = ok(fresh)
     assert (status["documents"], status["embedder"]["name"]) == (4, "hashing")
     assert status["changes_on_disk"]["up_to_date"] is True
@@ -178,7 +161,7 @@ def test_index_status_reports_changes_on_disk(notes_kb: Path) -> None:
     (notes_kb / "notes/new.md").write_text("# 新しいノート\n", encoding="utf-8")
     (notes_kb / "guide/search.md").write_text("# Searching\n\nchanged\n", encoding="utf-8")
     (notes_kb / "notes/rust.md").unlink()
-    changes = ok(calls(server, ("index_status", {}))[0])["changes_on_disk"]
+    changes = ok(call_tools(server, ("index_status", {}))[0])["changes_on_disk"]
     assert changes["up_to_date"] is False
     assert (changes["added"], changes["modified"], changes["deleted"]) == (
         ["notes/new.md"],
@@ -206,7 +189,7 @@ def test_index_status_reports_changes_on_disk(notes_kb: Path) -> None:
 def test_bad_search_calls_are_tool_errors_and_the_server_keeps_serving(
     notes_kb: Path, args: dict[str, Any], message: str
 ) -> None:
-    bad, good = calls(
+    bad, good = call_tools(
         build_mcp_server(open_kb(notes_kb)), ("search", args), ("search", {"query": "rust"})
     )
     assert message in error_text(bad)
@@ -261,7 +244,7 @@ def _hostile_kb(tmp_path: Path) -> Path:
 )
 def test_get_document_never_reads_outside_the_kb(tmp_path: Path, path: str, message: str) -> None:
     kb = _hostile_kb(tmp_path)
-    bad, good = calls(
+    bad, good = call_tools(
         build_mcp_server(open_kb(kb)),
         ("get_document", {"path": path}),
         ("get_document", {"path": "notes/link-in.md"}),
@@ -273,7 +256,7 @@ def test_get_document_never_reads_outside_the_kb(tmp_path: Path, path: str, mess
 
 
 def test_an_absolute_path_into_the_kb_is_refused_too(notes_kb: Path) -> None:
-    [bad] = calls(
+    [bad] = call_tools(
         build_mcp_server(open_kb(notes_kb)),
         ("get_document", {"path": str((notes_kb / "notes/ja.md").resolve())}),
     )
@@ -292,14 +275,14 @@ def test_an_absolute_path_into_the_kb_is_refused_too(notes_kb: Path) -> None:
     ],
 )
 def test_bad_get_document_calls(notes_kb: Path, args: dict[str, Any], message: str) -> None:
-    [bad] = calls(build_mcp_server(open_kb(notes_kb)), ("get_document", args))
+    [bad] = call_tools(build_mcp_server(open_kb(notes_kb)), ("get_document", args))
     assert message in error_text(bad)
 
 
 def test_a_chunk_of_another_file_is_refused(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     other = app.search("rust ownership", limit=1, path="notes/rust.md").results[0]
-    [bad] = calls(
+    [bad] = call_tools(
         build_mcp_server(app), ("get_document", {"path": "notes/ja.md", "chunk_id": other.chunk_id})
     )
     assert "belongs to 'notes/rust.md'" in error_text(bad)
@@ -307,7 +290,9 @@ def test_a_chunk_of_another_file_is_refused(notes_kb: Path) -> None:
 
 def test_no_index_is_a_clear_tool_error(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", {"a.md": "# A\n"})
-    [bad] = calls(build_mcp_server(open_kb(kb, index=False)), ("search", {"query": "anything"}))
+    [bad] = call_tools(
+        build_mcp_server(open_kb(kb, index=False)), ("search", {"query": "anything"})
+    )
     assert "run 'groove index'" in error_text(bad)
 
 
@@ -325,7 +310,7 @@ def _long_kb(tmp_path: Path) -> Path:
 
 def test_search_truncation_is_explicit_and_keeps_the_best_results(tmp_path: Path) -> None:
     app = open_kb(_long_kb(tmp_path))
-    [result] = calls(
+    [result] = call_tools(
         build_mcp_server(app, max_response_chars=3000),
         ("search", {"query": "reciprocal rank fusion", "limit": 20}),
     )
@@ -370,7 +355,7 @@ def test_get_document_pages_through_a_file_larger_than_the_budget(tmp_path: Path
             start = page["next_start_line"]
         return pages
 
-    pages = drive(server, scenario)
+    pages = drive_mcp(server, scenario)
     assert len(pages) > 3
     assert all(p["truncated"] and p["omitted_chars"] > 0 for p in pages[:-1])
     assert "".join(p["content"] for p in pages) == (kb / "big.md").read_text(encoding="utf-8")
@@ -378,7 +363,7 @@ def test_get_document_pages_through_a_file_larger_than_the_budget(tmp_path: Path
 
 def test_list_documents_truncates_a_page_to_the_budget(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", {f"n/{i:03}.md": f"# ノート {i}\n\ntext\n" for i in range(120)})
-    [result] = calls(
+    [result] = call_tools(
         build_mcp_server(open_kb(kb), max_response_chars=2000), ("list_documents", {"limit": 120})
     )
     page = ok(result)
@@ -430,7 +415,7 @@ def test_a_plugin_adds_a_search_parameter_and_a_tool(notes_kb: Path) -> None:
     assert set(tools) == {*CORE_TOOLS, "count_documents"}
     param = tools["search"].input_schema["properties"]["echo_level"]
     assert "How loud the echo is." in param["description"]
-    plain, loud, bad, counted = calls(
+    plain, loud, bad, counted = call_tools(
         server,
         ("search", {"query": "rust"}),
         ("search", {"query": "rust", "echo_level": 3}),
@@ -497,6 +482,6 @@ def test_searches_succeed_while_another_process_indexes(notes_kb: Path) -> None:
         assert any(h["path"].startswith("bulk/") for h in final["results"])
         return counts, searches
 
-    counts, searches = drive(build_mcp_server(app), scenario)
+    counts, searches = drive_mcp(build_mcp_server(app), scenario)
     assert searches >= 3
     assert any(4 < n < 244 for n in counts), f"no search overlapped the index run: {counts}"
