@@ -817,6 +817,22 @@ class Store:
             result = ids if result is None else result & ids
         return result or frozenset()
 
+    def links_of(self, path: str, limit: int) -> dict[str, Any] | None:
+        """The first ``limit`` outgoing links and backlinks of the indexed document
+        ``path``, with their totals; None when ``path`` is not indexed."""
+        row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return None
+        with self.snapshot():
+            out, out_total = links.outgoing(self.conn, int(row[0]), limit)
+            back, back_total = links.backlinks(self.conn, path, limit)
+        return {
+            "outgoing": out,
+            "outgoing_total": out_total,
+            "backlinks": back,
+            "backlinks_total": back_total,
+        }
+
     def counts(self) -> dict[str, int]:
         docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

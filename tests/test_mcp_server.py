@@ -26,7 +26,7 @@ from groove_core.testing import make_kb, open_kb
 
 T = TypeVar("T")
 
-CORE_TOOLS = {"search", "get_document", "list_documents", "index_status"}
+CORE_TOOLS = {"search", "get_document", "list_documents", "index_status", "related"}
 
 
 def drive(server: MCPServer, scenario: Callable[[Client], Awaitable[T]]) -> T:
