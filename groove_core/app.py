@@ -298,6 +298,7 @@ def _describe(found: Consistency) -> list[str]:
         ("chunks without a document", found.chunks_without_doc),
         ("word-leg rows without a chunk", found.word_orphans),
         ("chunks without a word-leg row", found.chunks_without_word),
+        ("links of documents no longer indexed", found.link_orphans),
     ]:
         if ids:
             problems.append(f"{len(ids)} {label}")

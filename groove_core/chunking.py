@@ -22,7 +22,12 @@ Decisions worth knowing:
   therefore always yields at least one chunk.
 * Headings are flattened to plain text and lose a trailing VitePress ``{#anchor}``: the
   Japanese Vue docs keep English slugs there, which would hand the lexical leg the answer
-  of a cross-lingual query. The anchor stays in ``content``, the raw slice.
+  of a cross-lingual query.
+* Dialect markup (MDX, doc-site, Obsidian; ``groove_core.dialects``) is blanked in a mask
+  of the text before anything else: headings, sections and chunk boundaries come from the
+  mask, so no heading or chunk is made of markup, while every range stays a range of the
+  file. ``content`` is the file's slice with the markup taken out (``dialects.tidy``); with
+  no markup (or ``commonmark``) it is the slice itself.
 * Chunks are trimmed of leading blank lines and trailing whitespace, so no chunk is empty
   and the uncovered gaps hold whitespace, front matter or skipped heading lines only.
 * Lines are separated by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (markdown-it's definition).
@@ -41,6 +46,9 @@ from functools import lru_cache
 from itertools import accumulate, islice, pairwise
 from typing import TYPE_CHECKING, Any
 
+from groove_core.dialects import COMMONMARK, Markup, clean, tidy
+from groove_core.links import RawLink, extract_links
+
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
     from markdown_it.rules_block import StateBlock
@@ -51,7 +59,8 @@ __all__ = ["Chunk", "ParsedDocument", "TooManyChunks", "estimate_tokens", "parse
 
 @dataclass(frozen=True)
 class Chunk:
-    """One indexed piece of a document; ``content`` is ``text[char_start:char_end]``."""
+    """One indexed piece of a document: ``content`` is the text between its byte offsets,
+    less any dialect markup."""
 
     ordinal: int
     heading: str
@@ -75,6 +84,7 @@ class ParsedDocument:
     front_matter: Mapping[str, Any]
     chunks: tuple[Chunk, ...]
     warnings: tuple[str, ...]
+    links: tuple[RawLink, ...] = ()
 
 
 # Block structure only: inline parsing of a whole document is slower than the block pass and
@@ -250,6 +260,7 @@ def parse_markdown(
     max_tokens: int = 400,
     cjk_char_tokens: float = CJK_CHAR_TOKENS,
     max_chunks: int | None = None,
+    markup: Markup = COMMONMARK,
 ) -> ParsedDocument:
     """Parse a Markdown document into metadata and heading-aware chunks.
 
@@ -257,20 +268,24 @@ def parse_markdown(
     ``max_tokens`` below 1 is an error, since no chunk could be produced under it, and a
     document with more than ``max_chunks`` chunks raises :class:`TooManyChunks` after
     building at most ``max_chunks + 1`` of them (and sections for a few times that).
+    ``markup`` says which dialect markup is cleaned out (none by default).
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     lines = _Lines(text)
     body_line, front_matter, warnings = _front_matter(lines)
+    masked = clean(text, lines.offset(body_line), markup)
+    if masked.text is not text:
+        lines = _Lines(masked.text)  # same line starts: the mask keeps every line break
     budget = None if max_chunks is None else _HeadingBudget(max_chunks)
-    tokens = _parsers()[0].parse(text[lines.offset(body_line) :], {_BUDGET_KEY: budget})
+    tokens = _parsers()[0].parse(masked.text[lines.offset(body_line) :], {_BUDGET_KEY: budget})
     if budget is not None:
         budget.check(tokens)  # the headings after the last block start
     sections = _sections(tokens, body_line, lines.count)
     title = _title(front_matter, sections, fallback_title)
-    cost = _Cost(text, cjk_char_tokens)
+    cost = _Cost(masked.text, cjk_char_tokens)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4, cost)
-    chunks = _chunks(sections, splitter, lines, title, cjk_char_tokens)
+    chunks = _chunks(sections, splitter, lines, title, cjk_char_tokens, text)
     if max_chunks is not None:
         chunks = islice(chunks, max_chunks + 1)
     built = tuple(chunks)
@@ -278,10 +293,11 @@ def parse_markdown(
         raise TooManyChunks(max_chunks)
     return ParsedDocument(
         title=title,
-        tags=_tags(front_matter),
+        tags=tuple(dict.fromkeys((*_tags(front_matter), *masked.tags))),
         front_matter=front_matter,
         chunks=built,
         warnings=tuple(warnings),
+        links=extract_links(text, lines.offset(body_line), masked.code, wikilinks=markup.clean),
     )
 
 
@@ -361,7 +377,7 @@ def _flatten(tokens: Sequence[Token]) -> str:
 
 def _title(front_matter: Mapping[str, Any], sections: Sequence[_Section], fallback: str) -> str:
     """Front matter ``title``, else the first non-empty H1, else ``fallback``."""
-    value = front_matter.get("title")
+    value = _key(front_matter, "title")
     if isinstance(value, str | int | float):
         folded = " ".join(str(value).split())
         if folded:
@@ -376,9 +392,17 @@ def _tags(front_matter: Mapping[str, Any]) -> tuple[str, ...]:
     """Tags from ``tags``/``tag``/``keywords``, in order of appearance, de-duplicated."""
     seen: dict[str, None] = {}
     for key in _TAG_KEYS:
-        for tag in _tag_values(front_matter.get(key)):
+        for tag in _tag_values(_key(front_matter, key)):
             seen.setdefault(tag)
     return tuple(seen)
+
+
+def _key(front_matter: Mapping[str, Any], name: str) -> Any:
+    """The value of ``name`` matched case-insensitively (``Title``, ``TAGS``); an exact
+    match wins over another spelling."""
+    if name in front_matter:
+        return front_matter[name]
+    return next((v for k, v in front_matter.items() if k.lower() == name), None)
 
 
 def _tag_values(value: Any) -> list[str]:
@@ -496,9 +520,11 @@ def _chunks(
     lines: _Lines,
     title: str,
     cjk_char_tokens: float,
+    original: str,
 ) -> Iterator[Chunk]:
-    """Split the kept sections, trim the pieces and turn them into chunks."""
-    to_bytes = _ByteOffsets(lines.text)
+    """Split the kept sections, trim the pieces and turn them into chunks. ``lines`` is the
+    mask of ``original`` (or ``original`` itself); offsets are the same in both."""
+    to_bytes = _ByteOffsets(original)
     ordinal = 0
     for section in _kept(sections, lines):
         context = _context(title, section.heading_path)
@@ -507,7 +533,7 @@ def _chunks(
             if trimmed is None:
                 continue
             start, end = trimmed
-            content = lines.text[start:end]
+            content = tidy(original[start:end], lines.text[start:end])
             yield Chunk(
                 ordinal=ordinal,
                 heading=section.heading,

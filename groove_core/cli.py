@@ -27,9 +27,10 @@ EXIT_USAGE = 2
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:
+    from groove_core.kb_files import DocumentError
     from groove_core.store import StoreError
 
-    return (ConfigError, EmbedderError, StoreError)
+    return (ConfigError, EmbedderError, StoreError, DocumentError)
 
 
 def handle_errors(func: F) -> F:
@@ -155,6 +156,53 @@ def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
         click.echo(f"re-indexed {len(result.reindexed)} documents: {paths}")
     if result.report is not None:
         click.echo(_summary(result.report))
+
+
+@click.command("links")
+@click.argument("path")
+@kb_option
+@config_option
+@click.option(
+    "--limit",
+    type=click.IntRange(1, 100_000),
+    default=1000,
+    show_default=True,
+    help="Links listed per direction.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json: bool) -> None:
+    """List the links PATH makes and the backlinks to it (Markdown links and wikilinks).
+
+    PATH is KB-relative, as search prints it. An outgoing link that resolves to no indexed
+    document is listed with '(unresolved)'.
+    """
+    from groove_core.kb_files import DocumentError, resolve_markdown
+
+    app = _open(kb, config_path)
+    rel = resolve_markdown(app, path).rel
+    found = app.store.links_of(rel, limit)
+    if found is None:
+        raise DocumentError(f"{rel!r} is not indexed yet: run 'groove index' first")
+    if as_json:
+        click.echo(dumps({"path": rel, **found}))
+        return
+    _print_links("links from", rel, found["outgoing"], found["outgoing_total"], outgoing=True)
+    _print_links("backlinks to", rel, found["backlinks"], found["backlinks_total"], outgoing=False)
+
+
+def _print_links(
+    label: str, rel: str, items: list[dict[str, Any]], total: int, *, outgoing: bool
+) -> None:
+    click.echo(f"{label} {printable(rel)} ({total}):")
+    for item in items:
+        if outgoing:
+            where = item["path"] or "(unresolved)"
+            click.echo(f"  {printable(item['target'])} -> {printable(where)}  line {item['line']}")
+        else:
+            click.echo(f"  {printable(item['path'])}:{item['line']}  {printable(item['target'])}")
+    if total > len(items):
+        click.echo(f"  ... {total - len(items)} more (raise --limit)")
 
 
 @click.command("watch")
@@ -493,6 +541,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     cli.add_command(index_cmd)
     cli.add_command(doctor_cmd)
     cli.add_command(watch_cmd)
+    cli.add_command(links_cmd)
     cli.add_command(build_search_command(plugins))
     cli.add_command(serve_cmd)
     cli.add_command(eval_cmd)

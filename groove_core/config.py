@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -187,6 +187,21 @@ class IndexConfig(_Strict):
         (".md", ".markdown"), description="file name endings that are indexed"
     )
     ignore: tuple[str, ...] = Field((), description="extra glob patterns never indexed")
+    dialect: Literal["auto", "commonmark", "mdx", "obsidian"] = Field(
+        "auto",
+        description="markup cleaned out of chunks: mdx (MDX, VitePress/Docusaurus/Hugo), "
+        "obsidian (mdx's plus inline #tags), commonmark (none), auto (mdx's for every file, "
+        "obsidian's in a vault or a note with [[wikilinks]]); auto and mdx also index *.mdx "
+        "(re-index with --rebuild after changing it)",
+    )
+
+    def indexed_extensions(self) -> tuple[str, ...]:
+        """File name endings indexed and served, lower-cased: ``extensions``, plus ``.mdx``
+        where the dialect cleans MDX (unreadable as plain Markdown, so never by default)."""
+        found = tuple(e.lower() for e in self.extensions)
+        if self.dialect in ("auto", "mdx") and ".mdx" not in found:
+            found += (".mdx",)
+        return found
 
     @field_validator("ignore")
     @classmethod

@@ -19,6 +19,7 @@ from pathlib import Path, PurePosixPath
 
 from groove_core.chunking import Chunk, TooManyChunks, parse_markdown
 from groove_core.config import DEFAULT_INDEX_DIR, ConfigError, GrooveConfig, IndexConfig
+from groove_core.dialects import markup_for
 from groove_core.embedding import Embedder
 from groove_core.filters import GlobError, compile_glob, path_matches
 from groove_core.store import DocState, NewDocument, Store
@@ -149,7 +150,7 @@ def walk_kb(
         kb.resolve(),
         Path(os.path.realpath(index_file)).parent,
         ignore_patterns(kb, config),
-        tuple(e.lower() for e in config.index.extensions),
+        config.index.indexed_extensions(),
     )
     for dirpath, dirnames, filenames in os.walk(walk.root, followlinks=False):
         here = Path(dirpath)
@@ -271,7 +272,7 @@ def decode_markdown(data: bytes) -> str:
 
 
 def _new_document(
-    src: SourceFile, text: str, digest: str, index: IndexConfig
+    src: SourceFile, text: str, digest: str, index: IndexConfig, vault: bool = False
 ) -> tuple[NewDocument, tuple[str, ...]]:
     """The document to write, and the chunker's warnings about it (e.g. bad front matter).
 
@@ -284,11 +285,19 @@ def _new_document(
             max_tokens=index.max_chunk_tokens,
             cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
+            markup=markup_for(index.dialect, src.rel, text, vault),
         )
     except TooManyChunks as err:
         raise ValueError(f"{err}: over index.max_chunks_per_file") from None
     doc = NewDocument(
-        src.rel, parsed.title, parsed.tags, digest, src.size, src.mtime_ns, parsed.chunks
+        src.rel,
+        parsed.title,
+        parsed.tags,
+        digest,
+        src.size,
+        src.mtime_ns,
+        parsed.chunks,
+        parsed.links,
     )
     return doc, parsed.warnings
 
@@ -317,6 +326,8 @@ class Indexer:
         self.report = IndexReport()
         self._pending: list[tuple[NewDocument, bool]] = []
         self._pending_chunks = 0
+        # An Obsidian vault keeps its settings in .obsidian/ at its root (dialect "auto").
+        self._vault = (kb / ".obsidian").is_dir()
 
     def run(self) -> IndexReport:
         started = time.perf_counter()
@@ -385,7 +396,7 @@ class Indexer:
             self.report.unchanged += 1
             return None
         try:
-            doc, warnings = _new_document(src, text, digest, self.config.index)
+            doc, warnings = _new_document(src, text, digest, self.config.index, self._vault)
         except ValueError as err:
             return str(err)
         self.report.warnings.extend((src.rel, w) for w in warnings)

@@ -76,7 +76,7 @@ def resolve_markdown(app: Groove, rel: str) -> KBFile:
         reason = _refusal(app, name, target)
         if reason is not None:
             raise DocumentError(reason)
-    extensions = tuple(e.lower() for e in app.config.index.extensions)
+    extensions = app.config.index.indexed_extensions()
     if not resolved_rel.lower().endswith(extensions):
         raise DocumentError(
             f"{rel!r} is not a Markdown file: only {', '.join(extensions)} files can be read"

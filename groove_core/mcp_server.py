@@ -51,6 +51,9 @@ MIN_RESPONSE_CHARS = 2_000
 MAX_LIMIT = 200
 MAX_LIST_LIMIT = 1_000
 MAX_NEIGHBOURS = 20
+#: Links listed per direction by related (and, at most, by get_document).
+MAX_RELATED_LIMIT = 500
+DOCUMENT_LINKS = 20
 #: Argument sizes, checked by the tool schema before any work: a client can send megabytes
 #: of JSON (and over stdio nothing else stops it), while real paths, globs and tags are short.
 MAX_PATH_CHARS = 1_024
@@ -110,6 +113,13 @@ List the indexed Markdown files: path, title, tags and number of chunks, sorted 
 Filter by `path_prefix` (e.g. 'notes/') and `tags` (all required, case-insensitive).
 Paginated: pass next_offset back as `offset` to get the next page (null at the end)."""
 
+RELATED_DESCRIPTION = """\
+The neighbourhood of a note: the links it makes (Markdown links and [[wikilinks]], each
+with the KB-relative `path` it resolves to, or null when nothing indexed matches) and its
+backlinks (the documents linking to it, with the line of each link). Use it to follow a
+note's context after search or get_document. Both lists are capped by `limit` and by the
+response size budget; the totals say how many there are."""
+
 INDEX_STATUS_DESCRIPTION = """\
 Report the state of the search index: number of documents and chunks, the embedder,
 when it was last indexed, the enabled plugins, and which Markdown files were added,
@@ -165,6 +175,27 @@ class SearchOut(Truncation):
     omitted_chars: int = Field(description="characters cut from the last result's content")
 
 
+class LinkOut(BaseModel):
+    target: str = Field(description="the link as written in the source document")
+    kind: str = Field(description="link (Markdown), wikilink or embed")
+    path: str | None = Field(
+        description="outgoing: where it resolves (null: unresolved); backlink: the source"
+    )
+    line: int = Field(description="line of the link in the source document")
+
+
+class LinksOut(BaseModel):
+    outgoing: list[LinkOut]
+    outgoing_total: int
+    backlinks: list[LinkOut]
+    backlinks_total: int
+
+
+class RelatedOut(Truncation, LinksOut):
+    path: str
+    title: str
+
+
 class DocumentOut(Truncation):
     path: str
     title: str | None = Field(description="the indexed title, or null when not indexed yet")
@@ -176,6 +207,9 @@ class DocumentOut(Truncation):
     line_end: int = Field(description="last line returned, inclusive")
     content: str
     chunk_id: int | None = None
+    links: LinksOut | None = Field(
+        None, description="the first outgoing links and backlinks (all of them: related)"
+    )
     clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
     omitted_chars: int = Field(description="characters of the requested range not returned")
     next_start_line: int | None = Field(description="where to continue reading, or null")
@@ -482,6 +516,29 @@ def fit_search(payload: dict[str, Any], budget: int) -> dict[str, Any]:
     return with_content(_clip_text(content, lambda t: fits(with_content(t))))
 
 
+_RELATED_NOTE = (
+    "links were left out to stay under the response size budget; the totals say how many there are"
+)
+
+
+def fit_links(
+    payload: dict[str, Any], fits: Callable[[dict[str, Any]], bool]
+) -> tuple[dict[str, Any], bool]:
+    """``payload`` with its ``outgoing`` and ``backlinks`` cut to the largest common length
+    that ``fits``; True when something was cut."""
+    longest = max(len(payload["outgoing"]), len(payload["backlinks"]))
+
+    def shaped(k: int) -> dict[str, Any]:
+        return {
+            **payload,
+            "outgoing": payload["outgoing"][:k],
+            "backlinks": payload["backlinks"][:k],
+        }
+
+    k = _largest(longest, lambda k: fits(shaped(k)))
+    return shaped(k), k < longest
+
+
 def fit_status(payload: dict[str, Any], budget: int) -> dict[str, Any]:
     """index_status within the budget: the lists of changed files are capped (their counts
     stay complete, so a reader sees how many are not listed)."""
@@ -541,7 +598,25 @@ class _Tools:
             first, last = start_line or 1, end_line or max(len(lines), 1)
         first, last = self._check_range(first, last, len(lines))
         base = self._document_base(file, indexed, len(lines), chunk_id)
+        found = self.app.store.links_of(file.rel, DOCUMENT_LINKS) if indexed else None
+        if found is not None:
+            # A share of the budget, so the links never crowd out the text asked for.
+            base["links"], _ = fit_links(found, lambda p: len(dumps(p)) <= self.budget // 8)
         return _result(self._fit_lines(base, lines, first, last))
+
+    def related(self, path: str, limit: int) -> CallToolResult:
+        file = resolve_markdown(self.app, path)
+        indexed = next((d for d in self.app.store.documents() if d["path"] == file.rel), None)
+        found = self.app.store.links_of(file.rel, limit) if indexed else None
+        if indexed is None or found is None:
+            raise DocumentError(f"{file.rel!r} is not indexed yet: run 'groove index' first")
+        head = cap_fields({"path": file.rel, "title": indexed["title"]}, ("title",), 1000)
+        note = {"truncated": True, "note": _RELATED_NOTE}
+        payload, cut = fit_links(
+            {**head, **found}, lambda p: len(dumps({**p, **note})) <= self.budget
+        )
+        payload.update(note if cut else {"truncated": False})
+        return _result(payload)
 
     def _chunk_lines(
         self, rel: str, indexed: dict[str, Any] | None, chunk_id: int, neighbours: int
@@ -728,6 +803,7 @@ class _Tools:
 
 _SearchResult = Annotated[CallToolResult, SearchOut]
 _DocumentResult = Annotated[CallToolResult, DocumentOut]
+_RelatedResult = Annotated[CallToolResult, RelatedOut]
 _ListResult = Annotated[CallToolResult, DocumentListOut]
 _StatusResult = Annotated[CallToolResult, StatusOut]
 
@@ -901,6 +977,17 @@ def _add_reading_tools(server: MCPServer, tools: _Tools, thread: GrooveThread) -
         limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT, description="page size")] = 100,
     ) -> _ListResult:
         return await thread.run(list_body, path_prefix, tags, offset, limit)
+
+    related_body = _as_tool_errors(tools.app, "related", tools.related)
+
+    @server.tool(title="Links of a note", description=RELATED_DESCRIPTION, annotations=_READ_ONLY)
+    async def related(
+        path: Annotated[_Path, Field(description="KB-relative path, e.g. 'notes/a.md'")],
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_RELATED_LIMIT, description="links listed per direction")
+        ] = 50,
+    ) -> _RelatedResult:
+        return await thread.run(related_body, path, limit)
 
     @server.tool(title="Index status", description=INDEX_STATUS_DESCRIPTION, annotations=_READ_ONLY)
     async def index_status() -> _StatusResult:

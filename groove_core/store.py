@@ -3,7 +3,8 @@
 Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
 (FTS5 trigram over heading / context / content, rowid = chunk id), ``vec_chunks`` (vec0,
 L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
-tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``). Every file is
+tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``) and ``links``
+(links between notes, in ``groove_core.links``). Every file is
 replaced in one transaction, so a crash or a kill leaves each document either fully old or
 fully new; WAL lets searches run while an index run writes.
 """
@@ -21,13 +22,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from groove_core import words
+from groove_core import links, words
 from groove_core.query import normalize
 
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
+    from groove_core.links import RawLink
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA = (
     """
@@ -69,6 +71,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
 );
 """
     + words.WORD_SCHEMA
+    + links.LINKS_SCHEMA
 )
 
 #: Ranked lexical leg. bm25() is negative, smaller is better.
@@ -235,6 +238,7 @@ class NewDocument:
     size: int
     mtime_ns: int
     chunks: tuple[Chunk, ...]
+    links: tuple[RawLink, ...] = ()
 
 
 def connect(path: Path | str) -> Any:
@@ -558,6 +562,7 @@ class Store:
                 for chunk in doc.chunks:
                     self._insert_chunk(doc_id, chunk, vectors[row])
                     row += 1
+                links.insert_rows(self.conn, doc_id, doc.path, doc.links)
 
     def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray) -> None:
         cur = self.conn.execute(
@@ -615,6 +620,7 @@ class Store:
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
+        links.delete_rows(self.conn, int(row[0]))
         self.conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", row)
         self.conn.execute("DELETE FROM documents WHERE id = ?", row)
 
@@ -811,6 +817,22 @@ class Store:
             result = ids if result is None else result & ids
         return result or frozenset()
 
+    def links_of(self, path: str, limit: int) -> dict[str, Any] | None:
+        """The first ``limit`` outgoing links and backlinks of the indexed document
+        ``path``, with their totals; None when ``path`` is not indexed."""
+        row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
+        if row is None:
+            return None
+        with self.snapshot():
+            out, out_total = links.outgoing(self.conn, int(row[0]), limit)
+            back, back_total = links.backlinks(self.conn, path, limit)
+        return {
+            "outgoing": out,
+            "outgoing_total": out_total,
+            "backlinks": back,
+            "backlinks_total": back_total,
+        }
+
     def counts(self) -> dict[str, int]:
         docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]
@@ -831,6 +853,7 @@ class Consistency:
     environment: tuple[str, ...] = ()
     word_orphans: frozenset[int] = frozenset()  # word-leg rows without a chunk
     chunks_without_word: frozenset[int] = frozenset()
+    link_orphans: frozenset[int] = frozenset()  # document ids in links without a document
 
     @property
     def ok(self) -> bool:
@@ -843,6 +866,7 @@ class Consistency:
             or self.chunks_without_doc
             or self.word_orphans
             or self.chunks_without_word
+            or self.link_orphans
         )
 
 
@@ -868,6 +892,9 @@ def check_consistency(store: Store) -> Consistency:
         homeless = _ids(
             conn, "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
         )
+        link_orphans = _ids(
+            conn, "SELECT DISTINCT doc_id FROM links WHERE doc_id NOT IN (SELECT id FROM documents)"
+        )
     except sqlite_errors() as err:
         bucket = environment if error_kind(err) == "environment" else problems
         bucket.append(f"reading the index failed: {err}")
@@ -882,6 +909,7 @@ def check_consistency(store: Store) -> Consistency:
         environment=tuple(environment),
         word_orphans=word - chunks,
         chunks_without_word=chunks - word,
+        link_orphans=link_orphans,
     )
 
 
@@ -933,6 +961,8 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
         store.conn.executemany(
             "DELETE FROM chunks WHERE id = ?", [(i,) for i in found.chunks_without_doc]
         )
+        for doc_id in found.link_orphans:
+            links.delete_rows(store.conn, doc_id)
     return sorted(paths)
 
 
@@ -940,4 +970,6 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     # 1 -> 2: the word leg's table, filled from the stored chunks (no re-embedding).
     1: words.migrate_add_word_table,
+    # 2 -> 3: links between notes (filled as files are indexed again).
+    2: links.migrate_add_links_table,
 }

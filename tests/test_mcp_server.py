@@ -24,7 +24,7 @@ from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
 T = TypeVar("T")
 
-CORE_TOOLS = {"search", "get_document", "list_documents", "index_status"}
+CORE_TOOLS = {"search", "get_document", "list_documents", "index_status", "related"}
 
 
 def ok(result: CallToolResult) -> dict[str, Any]:

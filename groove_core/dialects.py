@@ -1,0 +1,291 @@
+"""Markdown dialects: what is markup, not content, in MDX, doc-site and Obsidian files.
+
+Cleaning never moves text. :func:`clean` returns a *mask* of the input: the same string with
+every markup character replaced by a space (line breaks kept), so character offsets and line
+numbers of the mask are those of the file. The chunker finds headings, sections and chunk
+boundaries in the mask, which makes a markup-only line blank (and a markup-only chunk
+impossible), while byte and line ranges still point into the original file. The text a
+chunk returns is :func:`tidy` of the mask: masked lines lose the runs of spaces the mask
+left behind and lines that held only markup, and every other line is the file's own.
+
+What is markup (outside fenced code and inline code spans, which are never touched):
+
+* MDX: ``import``/``export`` statements, ``{/* comments */}``, JSX and HTML tags (the text
+  between an opening and a closing tag stays), HTML comments and ``<script>``/``<style>``;
+* doc sites: ``:::`` container markers (VitePress, Docusaurus; the title after the type
+  stays), Hugo shortcodes ``{{< ... >}}`` / ``{{% ... %}}``, ``{#custom-id}`` anchors;
+* Obsidian: the brackets of ``[[Note]]`` (``[[Note|alias]]`` shows ``alias``),
+  whole ``![[embeds]]``, the ``[!note]`` marker of a callout. Inline ``#tags`` stay in the
+  text (Obsidian shows them) and are collected as the document's tags.
+
+``commonmark`` cleans nothing (a ``{#anchor}`` still leaves the heading text, as before).
+"""
+
+from __future__ import annotations
+
+import re
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+from typing import Literal
+
+__all__ = ["DIALECTS", "Dialect", "Markup", "Masked", "clean", "markup_for", "tidy"]
+
+Dialect = Literal["auto", "commonmark", "mdx", "obsidian"]
+DIALECTS: tuple[str, ...] = ("auto", "commonmark", "mdx", "obsidian")
+
+
+@dataclass(frozen=True)
+class Markup:
+    """How one file is cleaned: ``clean`` turns the markup rules on, ``inline_tags``
+    collects ``#tags`` (only in Obsidian notes: elsewhere ``#123`` or ``#fff`` is prose)."""
+
+    clean: bool
+    inline_tags: bool
+
+
+COMMONMARK = Markup(clean=False, inline_tags=False)
+DOCS = Markup(clean=True, inline_tags=False)
+OBSIDIAN = Markup(clean=True, inline_tags=True)
+
+# An Obsidian note is told by its links: `[[...]]` is literal text in every other dialect.
+_WIKILINK_HINT = re.compile(r"!?\[\[[^\[\]\n]+\]\]")
+
+
+def markup_for(dialect: str, rel: str, text: str, vault: bool) -> Markup:
+    """The cleaning for the file ``rel``: ``auto`` treats a KB with an ``.obsidian/`` folder,
+    or a note using wikilinks, as Obsidian, and everything else (``.mdx`` included) as MDX and
+    doc-site Markdown, whose markup is unambiguous outside code."""
+    if dialect == "commonmark":
+        return COMMONMARK
+    if dialect == "obsidian":
+        return OBSIDIAN
+    if dialect == "mdx" or PurePosixPath(rel).suffix.lower() == ".mdx":
+        return DOCS
+    return OBSIDIAN if vault or _WIKILINK_HINT.search(text) else DOCS
+
+
+@dataclass(frozen=True)
+class Masked:
+    """The mask of a text (same length, markup blanked) and the inline tags found."""
+
+    text: str
+    tags: tuple[str, ...]
+    code: tuple[tuple[int, int], ...]  # character ranges never touched (code)
+
+
+_LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n|$)")
+_FENCE_OPEN = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}(?!.*`)|~{3,})")
+_CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)")
+_ESM_IMPORT = re.compile(r"^import\s[^\n]{0,500}?(?:['\"][^'\"\n]+['\"]|\{)\s*;?[ \t]*$")
+_ESM_EXPORT = re.compile(r"^export\s+(?:const|let|var|function|async|class|default|\{|\*)")
+_RULES = (
+    re.compile(r"\{/\*[\s\S]{0,4000}?\*/\}"),  # MDX comment, also a {/*heading-id*/}
+    re.compile(r"<!--[\s\S]{0,20000}?-->"),
+    re.compile(r"(?<!\\)<(script|style)\b[^>]{0,2000}>[\s\S]{0,200000}?</\1\s*>", re.IGNORECASE),
+    re.compile(  # JSX/HTML tag; `{...}` attribute values may nest one level
+        r"(?<!\\)</?[A-Za-z][\w.:-]*+(?:\s(?:[^<>\"'{}]|\"[^\"<>]*+\"|'[^'<>]*+'"
+        r"|\{(?:[^{}]|\{[^{}]*+\})*+\}){0,2000}+)?>"
+    ),
+    re.compile(r"(?<!\\)\{#[^{}\n]*\}"),  # {#custom-id}; the word leg ignores the same pattern
+    re.compile(r"\{\{[<%][\s\S]{0,2000}?[%>]\}\}"),  # Hugo shortcode
+)
+_CONTAINER = re.compile(r"^[ \t]*(?:>[ \t]*)*(:{3,}[ \t]*[\w-]*)", re.MULTILINE)
+_CALLOUT = re.compile(r"^[ \t]*(?:>[ \t]*)+(\[![\w-]+\][+-]?)", re.MULTILINE)
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]{1,500})\]\]")
+_INLINE_TAG = re.compile(r"(?<!\S)#([\w/-]*[^\W\d][\w/-]*)")
+
+
+def clean(text: str, start: int, markup: Markup) -> Masked:
+    """Mask the markup of ``text[start:]`` (the body after front matter)."""
+    if not markup.clean:
+        return Masked(text, (), ())
+    code = _code_ranges(text, start)
+    blanks: list[tuple[int, int]] = []
+    protected = _Protected(code)
+    blanks += _esm(text, start, protected)
+    for rule in _RULES:
+        blanks += (m.span() for m in rule.finditer(text, start) if protected.clear(*m.span()))
+    for rule in (_CONTAINER, _CALLOUT):
+        blanks += (m.span(1) for m in rule.finditer(text, start) if protected.clear(*m.span(1)))
+    blanks += _wikilinks(text, start, protected)
+    tags = _inline_tags(text, start, protected) if markup.inline_tags else ()
+    return Masked(_blank(text, blanks), tags, tuple(code))
+
+
+class _Protected:
+    """Sorted, disjoint character ranges (code) that no rule may touch."""
+
+    def __init__(self, ranges: list[tuple[int, int]]) -> None:
+        self._starts = [s for s, _ in ranges]
+        self._ranges = ranges
+
+    def clear(self, start: int, end: int) -> bool:
+        i = bisect_right(self._starts, end - 1) - 1
+        return i < 0 or self._ranges[i][1] <= start
+
+
+def _lines(text: str, start: int) -> Iterator[tuple[int, str]]:
+    """(offset, line without its break) for each line from ``start`` on."""
+    for m in _LINE.finditer(text, start):
+        if m.start() == len(text) and m.start() > start:
+            return
+        yield m.start(), m.group().rstrip("\r\n")
+        if m.end() == len(text):
+            return
+
+
+def _code_ranges(text: str, start: int) -> list[tuple[int, int]]:
+    """Fenced code blocks (fence lines included) and inline code spans, in order."""
+    ranges: list[tuple[int, int]] = []
+    fence: str | None = None
+    for offset, line in _lines(text, start):
+        end = offset + len(line)
+        if fence is not None:
+            ranges.append((offset, end))
+            stripped = line.strip().lstrip(">").strip()
+            if stripped.startswith(fence) and not stripped.strip(fence[0]):
+                fence = None
+            continue
+        opened = _FENCE_OPEN.match(line)
+        if opened:
+            fence = opened.group(1)
+            ranges.append((offset, end))
+            continue
+        ranges += ((offset + m.start(), offset + m.end()) for m in _CODE_SPAN.finditer(line))
+    return ranges
+
+
+def _esm(text: str, start: int, protected: _Protected) -> list[tuple[int, int]]:
+    """MDX ``import``/``export`` statements at the start of a line, with the lines that
+    follow while their braces stay open (``export const meta = {`` ... ``}``)."""
+    blanks: list[tuple[int, int]] = []
+    depth, budget = 0, 0
+    for offset, line in _lines(text, start):
+        end = offset + len(line)
+        if depth > 0 and budget > 0:
+            blanks.append((offset, end))
+            depth += line.count("{") - line.count("}")
+            budget -= 1
+            continue
+        depth = 0
+        if not protected.clear(offset, max(end, offset + 1)):
+            continue
+        if _ESM_IMPORT.match(line) or _ESM_EXPORT.match(line):
+            blanks.append((offset, end))
+            depth, budget = line.count("{") - line.count("}"), 200
+    return blanks
+
+
+def _wikilinks(text: str, start: int, protected: _Protected) -> list[tuple[int, int]]:
+    """Blank an embed whole; of a link, the brackets and all but the visible text."""
+    blanks: list[tuple[int, int]] = []
+    for m in _WIKILINK.finditer(text, start):
+        if not protected.clear(*m.span()):
+            continue
+        if m.group(1):
+            blanks.append(m.span())
+            continue
+        inner_start, inner = m.start(2), m.group(2)
+        blanks += [(m.start(), inner_start), (m.end(2), m.end())]
+        if "|" in inner:
+            blanks.append((inner_start, inner_start + inner.index("|") + 1))
+        else:
+            blanks += (
+                (inner_start + i, inner_start + i + 1) for i, c in enumerate(inner) if c in "#^"
+            )
+    return blanks
+
+
+def _inline_tags(text: str, start: int, protected: _Protected) -> tuple[str, ...]:
+    seen: dict[str, None] = {}
+    for m in _INLINE_TAG.finditer(text, start):
+        if protected.clear(*m.span()):
+            seen.setdefault(m.group(1).rstrip("/-"))
+    return tuple(t for t in seen if t)
+
+
+def _blank(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with every span's characters but line breaks replaced by spaces."""
+    if not spans:
+        return text
+    parts: list[str] = []
+    pos = 0
+    for s, e in sorted(spans):
+        s = max(s, pos)
+        if e <= s:
+            continue
+        parts.append(text[pos:s])
+        parts.append(_NOT_BREAK.sub(" ", text[s:e]))
+        pos = e
+    parts.append(text[pos:])
+    return "".join(parts)
+
+
+_NOT_BREAK = re.compile(r"[^\r\n]")
+_CLOSING_PUNCTUATION = frozenset(".,;:!?)]")
+
+
+def tidy(original: str, masked: str) -> str:
+    """The text a chunk returns: ``masked`` (a slice of the mask) with the mask's traces
+    removed. Lines the mask did not touch come back as they are (code stays exact); a
+    touched line loses its markup (see :func:`_tidy_line`), and disappears if nothing
+    but markup was on it."""
+    if original == masked:
+        return original
+    out: list[str] = []
+    dropped = False
+    for raw, line in zip(original.split("\n"), masked.split("\n"), strict=True):
+        if raw != line and not line.strip():
+            dropped = True  # a markup-only line
+            continue
+        if raw != line:
+            line = _tidy_line(raw, line)
+        elif not line.strip() and dropped and out and not out[-1].strip():
+            continue  # the dropped line sat between blank lines: keep only one
+        dropped = dropped and not line.strip()
+        out.append(line)
+    return "\n".join(out).strip("\n")
+
+
+def _tidy_line(raw: str, masked: str) -> str:
+    """Drop each run of masked characters; a space takes its place only between two
+    words it would otherwise glue together (``[[Note#Part]]`` reads ``Note Part``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(raw):
+        if raw[i] == masked[i]:
+            out.append(raw[i])
+            i += 1
+            continue
+        j = _run_end(raw, masked, i)
+        after = raw[j] if j < len(raw) else ""
+        if out and out[-1].isalnum() and after.isalnum():
+            out.append(" ")
+        elif after and (after in _CLOSING_PUNCTUATION or after.isspace()):
+            while out and out[-1] == " ":
+                out.pop()  # "see [[a]] ." -> "see a." and "> [!note] T" -> "> T"
+            if after.isspace():
+                if out and not out[-1].isspace():
+                    out.append(" ")
+                while j < len(raw) and raw[j] in " \t":
+                    j += 1  # "::: tip Title" -> "Title", not " Title"
+        i = j
+    return "".join(out).rstrip()
+
+
+def _run_end(raw: str, masked: str, i: int) -> int:
+    """End of the masked run at ``i``; spaces inside it (``[[Other Note|``) belong to it."""
+    j = i
+    while j < len(raw):
+        if raw[j] != masked[j]:
+            j += 1
+            continue
+        k = j
+        while k < len(raw) and raw[k] in " \t" and raw[k] == masked[k]:
+            k += 1
+        if k == j or k == len(raw) or raw[k] == masked[k]:
+            return j
+        j = k
+    return j
