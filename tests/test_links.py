@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from groove_core.cli import build_cli
 from groove_core.mcp_server import build_mcp_server
 from groove_core.store import check_consistency
-from groove_core.testing import make_kb, open_kb
-from tests.test_mcp_server import calls, error_text, ok
+from groove_core.testing import call_tools, make_kb, open_kb
+from tests.test_mcp_server import error_text, ok
 
 VAULT = {
     "index.md": "# Home\n\nStart at [the guide](guide/intro.md) or [[Idea]].\n",
@@ -90,7 +90,7 @@ def test_doctor_reports_links_of_a_vanished_document(tmp_path: Path) -> None:
 
 def test_related_tool_and_get_document_links(tmp_path: Path) -> None:
     server = build_mcp_server(open_kb(_kb(tmp_path)))
-    related, document, small, missing, hostile = calls(
+    related, document, small, missing, hostile = call_tools(
         server,
         ("related", {"path": "guide/intro.md"}),
         ("get_document", {"path": "guide/intro.md"}),
@@ -108,7 +108,7 @@ def test_related_tool_and_get_document_links(tmp_path: Path) -> None:
     assert len(ok(small)["outgoing"]) == 1
     assert "no file" in error_text(missing)
     assert ".." in error_text(hostile)
-    [over] = calls(server, ("related", {"path": "index.md", "limit": 10**6}))
+    [over] = call_tools(server, ("related", {"path": "index.md", "limit": 10**6}))
     assert over.is_error
 
 
@@ -116,7 +116,7 @@ def test_related_stays_under_the_response_budget(tmp_path: Path) -> None:
     many = "# Hub\n\n" + "".join(f"[n{i}](notes/n{i}.md)\n" for i in range(400))
     kb = make_kb(tmp_path / "kb", {"hub.md": many})
     server = build_mcp_server(open_kb(kb), max_response_chars=4000)
-    [result] = calls(server, ("related", {"path": "hub.md", "limit": 500}))
+    [result] = call_tools(server, ("related", {"path": "hub.md", "limit": 500}))
     payload = ok(result)
     assert len(json.dumps(payload, ensure_ascii=False, separators=(",", ":"))) <= 4000
     assert payload["truncated"] is True and payload["outgoing_total"] == 400
