@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -92,26 +93,53 @@ class Groove:
 
     # -- indexing --------------------------------------------------------------------------
 
-    def index(self, *, rebuild: bool = False, progress: ProgressFn | None = None) -> IndexReport:
-        """Index the KB incrementally; ``rebuild`` builds a new index beside the old one and
-        swaps it in only when complete, so a failed or killed rebuild changes nothing."""
+    def index(
+        self,
+        *,
+        rebuild: bool = False,
+        reembed: bool = False,
+        progress: ProgressFn | None = None,
+    ) -> IndexReport:
+        """Index the KB incrementally. ``rebuild`` builds a new index beside the old one
+        and ``reembed`` re-embeds a copy of it with the configured embedder (after a change
+        of embedder); either swaps the new file in only when complete, so a failed or
+        killed run changes nothing and the old index serves searches meanwhile."""
+        if rebuild and reembed:
+            raise ConfigError("--rebuild and --reembed exclude each other: give one")
         self.close()
-        self._discard_staging(strict=rebuild)
-        if rebuild:
+        self._discard_staging(strict=rebuild or reembed)
+        if rebuild or (reembed and not self.index_file.exists()):
             return self._rebuild(progress)
+        if reembed:
+            return self._rebuild(progress, copy=True)
         return self._index_into(self.index_file, progress)
 
     def _index_into(
-        self, target: Path, progress: ProgressFn | None, outcome: str | None = None
+        self,
+        target: Path,
+        progress: ProgressFn | None,
+        outcome: str | None = None,
+        *,
+        reembed: bool = False,
     ) -> IndexReport:
         """Run the indexer into ``target``; ``outcome`` (for a staging file) says what a
-        failure leaves behind, and makes the file whole on its own when done."""
+        failure leaves behind, and makes the file whole on its own when done. ``reembed``
+        first replaces every stored vector with the configured embedder's."""
         from groove_core.indexer import Indexer
+        from groove_core.indexer import reembed as reembed_chunks
         from groove_core.store import Store, classify_error, sqlite_errors
 
         store = Store.create(target, self.index_label)
         try:
+            embedded, started = 0, time.perf_counter()
+            if reembed:
+                batch = self.config.embedder.batch_size
+                embedded = reembed_chunks(store, self.embedder, batch, progress)
+            spent = time.perf_counter() - started
             report = Indexer(self.kb, self.config, store, self.embedder, progress).run()
+            report.chunks_embedded += embedded
+            report.seconds += spent
+            report.embed_seconds += spent
             if outcome is not None:
                 store.seal()
             return report
@@ -122,12 +150,17 @@ class Groove:
         finally:
             store.close()
 
-    def _rebuild(self, progress: ProgressFn | None) -> IndexReport:
-        from groove_core.store import staging_path, swap_in
+    def _rebuild(self, progress: ProgressFn | None, *, copy: bool = False) -> IndexReport:
+        """Build into the staging file and swap it in; ``copy``: start from a copy of the
+        index and re-embed it, instead of from empty."""
+        from groove_core.store import copy_index, staging_path, swap_in
 
         staging = staging_path(self.index_file)
+        outcome = "The existing index was left as it was."
         try:
-            report = self._index_into(staging, progress, "The existing index was left as it was.")
+            if copy:
+                copy_index(self.index_file, staging, self.index_label)
+            report = self._index_into(staging, progress, outcome, reembed=copy)
             swap_in(staging, self.index_file, self.index_label)
         except BaseException:
             self._discard_staging(strict=False)

@@ -74,9 +74,17 @@ def _open(kb: Path, config_path: Path | None) -> Any:
     help="Build a new index from scratch beside the old one; it replaces the old one only "
     "when complete.",
 )
+@click.option(
+    "--reembed",
+    is_flag=True,
+    help="Re-embed a copy of the index with the configured embedder (after changing it); "
+    "the old index serves searches until the copy is complete and replaces it.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @handle_errors
-def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) -> None:
+def index_cmd(
+    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool
+) -> None:
     """Index every Markdown file under KB (default: the current folder).
 
     Only new and changed files are embedded; deleted files leave the index. Interrupting
@@ -84,17 +92,24 @@ def index_cmd(kb: Path, config_path: Path | None, rebuild: bool, as_json: bool) 
     """
     app = _open(kb, config_path)
     bar: Any = None
+    stage = ""
 
     def progress(path: str, done: int, total: int) -> None:
-        nonlocal bar
+        nonlocal bar, stage
+        # A re-embed reports chunks first, then the index run reports files: one bar each.
+        label = "re-embedding" if path == "(re-embedding)" else "indexing"
+        if bar is not None and label != stage:
+            bar.__exit__(None, None, None)
+            bar = None
         if bar is None:
+            stage = label
             bar = click.progressbar(
-                length=total, label="indexing", file=sys.stderr, show_pos=True
+                length=total, label=label, file=sys.stderr, show_pos=True
             ).__enter__()
-        bar.update(1)
+        bar.update(done - bar.pos)
 
     try:
-        report = app.index(rebuild=rebuild, progress=None if as_json else progress)
+        report = app.index(rebuild=rebuild, reembed=reembed, progress=None if as_json else progress)
     finally:
         if bar is not None:
             bar.__exit__(None, None, None)

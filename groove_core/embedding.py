@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
+    from pydantic import BaseModel
 
     from groove_core.config import EmbedderConfig
 
@@ -45,6 +46,11 @@ class EmbedderSpec:
     name: str
     factory: Callable[[EmbedderConfig], Embedder]
     description: str = ""
+    #: For an embedder configured in its plugin's own ``[plugin.<name>]`` section (a
+    #: server's URL, a key's variable): called instead of ``factory``, with that section as
+    #: validated by the plugin's ``groove_config_schema`` (None when the plugin has none).
+    #: ``[embedder]`` holds only the keys every embedder shares.
+    configured_factory: Callable[[EmbedderConfig, BaseModel | None], Embedder] | None = None
 
 
 def _normalize_rows(vectors: np.ndarray) -> np.ndarray:

@@ -304,7 +304,32 @@ def _new_document(
 
 def embedding_text(chunk: Chunk) -> str:
     """What the embedder sees: the contextual prefix, then the chunk's own text."""
-    return f"{chunk.context}\n{chunk.content}" if chunk.context else chunk.content
+    return _text(chunk.context, chunk.content)
+
+
+def _text(context: str, content: str) -> str:
+    return f"{context}\n{content}" if context else content
+
+
+def reembed(
+    store: Store, embedder: Embedder, batch_size: int, progress: ProgressFn | None = None
+) -> int:
+    """Replace every vector of ``store`` with ``embedder``'s, from the stored chunks (the
+    files are not read again). Meant for a copy of the index: until it ends, the copy
+    holds only some vectors. Returns the number of chunks embedded."""
+    store.forget_vectors()
+    total = store.counts()["chunks"]
+    done, after = 0, 0
+    while rows := store.chunk_texts(after, batch_size):
+        vectors = embedder.embed_documents([_text(ctx, content) for _, ctx, content in rows])
+        store.bind_embedder(embedder.identity, embedder.dim)
+        store.write_vectors([r[0] for r in rows], vectors)
+        done, after = done + len(rows), rows[-1][0]
+        if progress is not None:
+            progress("(re-embedding)", done, total)
+    # An empty index still records its new embedder, so searching it is allowed.
+    store.bind_embedder(embedder.identity, embedder.dim)
+    return done
 
 
 class Indexer:

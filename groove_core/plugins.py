@@ -90,21 +90,29 @@ class Plugins:
     # -- contribution hooks ------------------------------------------------------------
 
     def embedder_specs(self) -> dict[str, EmbedderSpec]:
-        specs: dict[str, EmbedderSpec] = {}
-        for batch in self.pm.hook.groove_embedders():
-            for spec in batch:
-                specs.setdefault(spec.name, spec)
-        return specs
+        return {name: spec for name, (spec, _plugin) in self._embedder_owners().items()}
+
+    def _embedder_owners(self) -> dict[str, tuple[EmbedderSpec, str]]:
+        """Each embedder name, its spec and the plugin contributing it (the first one, in
+        pluggy's call order, when two use one name)."""
+        owners: dict[str, tuple[EmbedderSpec, str]] = {}
+        for impl in reversed(self.pm.hook.groove_embedders.get_hookimpls()):
+            for spec in cast("list[EmbedderSpec]", impl.function() or []):
+                owners.setdefault(spec.name, (spec, impl.plugin_name))
+        return owners
 
     def make_embedder(self) -> Embedder:
-        specs = self.embedder_specs()
+        owners = self._embedder_owners()
         name = self.config.embedder.name
-        if name not in specs:
-            known = ", ".join(sorted(specs)) or "none"
+        if name not in owners:
+            known = ", ".join(sorted(owners)) or "none"
             raise EmbedderError(
                 f"unknown embedder {name!r} in [embedder] name (available: {known})"
             )
-        return specs[name].factory(self.config.embedder)
+        spec, plugin = owners[name]
+        if spec.configured_factory is not None:
+            return spec.configured_factory(self.config.embedder, self.settings.get(plugin))
+        return spec.factory(self.config.embedder)
 
     def search_options(self) -> list[SearchOption]:
         options: list[SearchOption] = []

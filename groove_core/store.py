@@ -106,6 +106,10 @@ class IndexDamagedError(StoreError):
     """The index file itself is damaged (corrupt pages, not a database): rebuild it."""
 
 
+class EmbedderMismatchError(StoreError):
+    """The index holds another embedder's vectors: re-embed it (``index --reembed``)."""
+
+
 class IndexEnvironmentError(StoreError):
     """The index cannot be read or written because of its surroundings (no space left,
     a read-only file or folder, permissions, I/O errors); the file itself may be fine, and
@@ -279,6 +283,22 @@ COMPANION_SUFFIXES = ("-wal", "-shm", "-journal")
 def staging_path(path: Path) -> Path:
     """Where a rebuild is built, beside the index (same file system: the swap is a rename)."""
     return path.with_name(path.name + ".new")
+
+
+def copy_index(source: Path, target: Path, label: str) -> None:
+    """Copy the index at ``source`` to ``target`` with SQLite's online backup: a
+    consistent snapshot, taken while searches (and even an index run) go on."""
+    src = connect(source)
+    try:
+        dst = connect(target)
+        try:
+            src.backup(dst)
+        finally:
+            dst.close()
+    except sqlite_errors() as err:
+        raise classify_error(err, label, "copying") from None
+    finally:
+        src.close()
 
 
 def remove_index_files(path: Path, label: str) -> None:
@@ -504,12 +524,16 @@ class Store:
         return identity, int(dim)
 
     def check_embedder(self, identity: str) -> None:
-        """Refuse to mix vectors of two embedders in one index."""
+        """Refuse to mix vectors of two embedders in one index, or to search one
+        embedder's vectors with another's query vectors."""
         recorded = self.embedder_identity()
         if recorded is not None and recorded[0] != identity:
-            raise StoreError(
-                f"the index {self.label} was built with embedder {recorded[0]!r} but the "
-                f"configuration uses {identity!r}: re-index with 'groove index --rebuild'"
+            raise EmbedderMismatchError(
+                f"the index {self.label} was built with embedder {recorded[0]!r} "
+                f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
+                "'groove index --reembed' to re-embed it (the current index keeps serving "
+                "until the new one is complete), or set [embedder] back to the one it was "
+                "built with"
             )
 
     def bind_embedder(self, identity: str, dim: int) -> None:
@@ -524,6 +548,33 @@ class Store:
             )
             self.set_meta("embedder", identity)
             self.set_meta("embedder_dim", str(int(dim)))
+
+    def forget_vectors(self) -> None:
+        """Drop every vector and the embedder they came from (the first step of a
+        re-embed, on a copy of the index): chunks, FTS and word rows stay."""
+        with self.transaction():
+            self.conn.execute("DROP TABLE IF EXISTS vec_chunks")
+            self.conn.execute("DELETE FROM meta WHERE key IN ('embedder', 'embedder_dim')")
+        self._matrix = None
+
+    def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(id, context, content) of up to ``limit`` chunks with ids above ``after``."""
+        rows = self.conn.execute(
+            "SELECT id, context, content FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+            (after, limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def write_vectors(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Store the vectors of existing chunks, in one transaction."""
+        with self.transaction():
+            self.conn.executemany(
+                "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
+                [
+                    (int(i), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                    for i, v in zip(chunk_ids, vectors, strict=True)
+                ],
+            )
 
     # -- writing ---------------------------------------------------------------------------
 

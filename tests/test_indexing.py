@@ -63,9 +63,9 @@ def test_changed_embedder_is_detected_not_mixed(notes_kb: Path) -> None:
     app.index()
     (notes_kb / "groove.toml").write_text('[embedder]\nname = "model2vec"\n', encoding="utf-8")
     changed = Groove.open(notes_kb)
-    with pytest.raises(StoreError, match="rebuild"):
+    with pytest.raises(StoreError, match="groove index --reembed"):
         changed.index()
-    with pytest.raises(StoreError, match="rebuild"):
+    with pytest.raises(StoreError, match="groove index --reembed"):
         changed.search("rust")
 
 

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 from groove_core.evaluation.metrics import METRIC_NAMES, PairedComparison, paired_test
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from groove_core.config import GrooveConfig
     from groove_core.evaluation.golden import GoldenSet
     from groove_core.evaluation.runner import Outcomes
@@ -75,11 +77,11 @@ def fingerprint(
         "groove.version": __version__,
     }
     if stage == "full":
-        out.update(_stage_settings(config))
+        out.update(_stage_settings(config, plugins))
     return out
 
 
-def _stage_settings(config: GrooveConfig) -> dict[str, Any]:
+def _stage_settings(config: GrooveConfig, plugins: Plugins) -> dict[str, Any]:
     """Only the full pipeline depends on the optional stages' knobs."""
     mmr, parent = config.search.mmr, config.search.parent_retriever
     out: dict[str, Any] = {
@@ -98,8 +100,24 @@ def _stage_settings(config: GrooveConfig) -> dict[str, Any]:
             }
         )
     for name, section in sorted(config.plugin.items()):
-        out[f"plugin.{name}"] = section
+        out[f"plugin.{name}"] = _fingerprinted(section, plugins.settings.get(name))
     return out
+
+
+def _fingerprinted(section: Mapping[str, Any], settings: BaseModel | None) -> dict[str, Any]:
+    """A plugin section without the keys its schema marks ``fingerprint: False``: where a
+    server is (a URL may carry credentials) does not change results, and the history file
+    is shared and kept."""
+    if settings is None:
+        return dict(section)
+    fields = type(settings).model_fields
+    hidden = {
+        name
+        for name, info in fields.items()
+        if isinstance(info.json_schema_extra, dict)
+        and info.json_schema_extra.get("fingerprint") is False
+    }
+    return {key: value for key, value in section.items() if key not in hidden}
 
 
 def corpus_state(store: Store) -> dict[str, Any]:

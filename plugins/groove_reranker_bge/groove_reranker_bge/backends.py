@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from groove_core.config import ConfigError
 
-Backend = Literal["sentence-transformers", "flag"]
+Backend = Literal["sentence-transformers", "flag", "http"]
 Predict = Callable[[Sequence[tuple[str, str]]], list[float]]
 
 #: Models kept loaded at once: a query-time ``--reranker`` (or an MCP caller) naming model
@@ -30,6 +30,7 @@ MAX_LOADED = 2
 INSTALL_HINT = {
     "sentence-transformers": "pip install ./plugins/groove_reranker_bge torch==2.13.0",
     "flag": "pip install './plugins/groove_reranker_bge[flag]' torch==2.13.0",
+    "http": "pip install ./plugins/groove_http_models",
 }
 
 
@@ -47,6 +48,11 @@ class ModelKey:
     max_length: int
     device: str = "cpu"
     trust_remote_code: bool = False
+    #: The ``http`` backend: the /rerank endpoint, its request style, the key's variable.
+    url: str = ""
+    api_style: str = "tei"
+    api_key_env: str | None = None
+    timeout: float = 60.0
 
 
 @dataclass
@@ -89,13 +95,17 @@ def loaded_keys() -> list[ModelKey]:
 def resolve_backend(requested: str) -> Backend:
     """``auto`` is sentence-transformers: always installed with this plugin, and for the BGE
     models it gives the same raw scores as FlagEmbedding (tests/test_reranker_backends.py)."""
-    return "flag" if requested == "flag" else "sentence-transformers"
+    if requested in ("flag", "http"):
+        return "flag" if requested == "flag" else "http"
+    return "sentence-transformers"
 
 
 # -- loading ----------------------------------------------------------------------------
 
 
 def _load(key: ModelKey) -> Predict:
+    if key.backend == "http":  # a model on a server: no directory, no hub, no torch
+        return _checked(key, _http(key))
     local = _local_directory(key.model)
     if not local:
         _require_cached_when_offline(key)
@@ -284,7 +294,34 @@ def _flag(key: ModelKey) -> Predict:
     return predict
 
 
+def _http(key: ModelKey) -> Predict:
+    """A /rerank server (TEI, Jina, Cohere-compatible, vLLM), through groove_http_models."""
+    if not key.url:
+        raise RerankerError(
+            "[plugin.reranker] backend = 'http' needs url = the server's rerank endpoint "
+            "(e.g. http://localhost:8080/rerank)"
+        )
+    rerank = _import("groove_http_models.rerank", "http")
+
+    def predict(pairs: Sequence[tuple[str, str]]) -> list[float]:
+        try:
+            scores: list[float] = rerank.score(
+                key.url,
+                key.model,
+                key.api_style,
+                pairs,
+                timeout=key.timeout,
+                api_key_env=key.api_key_env,
+            )
+        except rerank.RerankServerError as err:
+            raise RerankerError(str(err)) from None
+        return scores
+
+    return predict
+
+
 _LOADERS: dict[Backend, Callable[[ModelKey], Predict]] = {
     "sentence-transformers": _sentence_transformers,
     "flag": _flag,
+    "http": _http,
 }

@@ -170,6 +170,10 @@ def _rerank(ctx: QueryContext, model_name: str, hits: list[SearchHit]) -> Scored
             max_length=settings.max_length,
             device=settings.device,
             trust_remote_code=model_name in settings.trust_remote_code,
+            url=settings.url or "",
+            api_style=settings.api_style,
+            api_key_env=settings.api_key_env,
+            timeout=settings.timeout,
         )
     )
     query = ctx.query.embed_text or ctx.query.text

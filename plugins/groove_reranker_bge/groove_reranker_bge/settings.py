@@ -16,10 +16,35 @@ class RerankerSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    backend: Literal["auto", "sentence-transformers", "flag"] = Field(
+    backend: Literal["auto", "sentence-transformers", "flag", "http"] = Field(
         "auto",
         description="library that runs the model: 'auto' is sentence-transformers (always "
-        "installed); 'flag' is FlagEmbedding's FlagReranker (the [flag] extra)",
+        "installed); 'flag' is FlagEmbedding's FlagReranker (the [flag] extra); 'http' a "
+        "/rerank server at url (needs groove-http-models)",
+    )
+    url: str | None = Field(
+        None,
+        pattern=r"^https?://",
+        description="backend 'http': the rerank endpoint, e.g. http://localhost:8080/rerank "
+        "(TEI) or https://api.jina.ai/v1/rerank",
+        json_schema_extra={"fingerprint": False},
+    )
+    api_style: Literal["tei", "cohere"] = Field(
+        "tei",
+        description="backend 'http': request shape, 'tei' ({query, texts}) or 'cohere' "
+        "({model, query, documents}: Cohere, Jina, vLLM)",
+    )
+    api_key_env: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="backend 'http': environment variable holding the API key (never the key)",
+        json_schema_extra={"fingerprint": False},
+    )
+    timeout: float = Field(
+        60.0,
+        gt=0,
+        description="backend 'http': seconds to wait for one answer",
+        json_schema_extra={"fingerprint": False},
     )
     batch_size: int = Field(8, ge=1, le=256, description="pairs scored per forward pass")
     max_length: int = Field(

@@ -1,0 +1,208 @@
+"""POST JSON to a model server: timeouts, bounded retries, errors that name the server.
+
+The standard library's urllib is enough for one JSON request at a time per thread, and it
+adds no dependency. Every message names the server by :func:`public_url` (no user, no
+password, no query string) and never contains the API key: the key is read from its
+environment variable when a request is sent and is scrubbed from any text the server
+sends back.
+"""
+
+from __future__ import annotations
+
+import base64
+import email.utils
+import json
+import os
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+#: Statuses worth retrying: rate limits and a server (or the proxy before it) in trouble.
+RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: Backoff without a Retry-After: 0.5 s, 1 s, 2 s, ... capped at this.
+MAX_BACKOFF_SECONDS = 8.0
+#: What a user sees of a server's error body: enough for its message, not a page of HTML.
+MAX_DETAIL_CHARS = 300
+
+
+class ServerError(Exception):
+    """A request that failed for good; the message names the server (never the key)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def public_url(url: str) -> str:
+    """``url`` as messages, logs and docs may show it: scheme, host, port and path only."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def _split_credentials(url: str) -> tuple[str, str | None]:
+    """``url`` without its ``user:password@`` (urllib would take it for the host), and
+    those credentials for HTTP Basic auth (a proxy in front of a model server)."""
+    parts = urlsplit(url)
+    if parts.username is None:
+        return url, None
+    netloc = parts.netloc.rpartition("@")[2]
+    pair = f"{unquote(parts.username)}:{unquote(parts.password or '')}"
+    plain = urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    return plain, base64.b64encode(pair.encode()).decode()
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_retries: int = 5
+    max_seconds: float = 60.0
+
+
+@dataclass
+class JsonClient:
+    """One server. Thread-safe: each call opens its own connection."""
+
+    base_url: str
+    timeout: float
+    retry: RetryPolicy
+    api_key_env: str | None = None
+    #: Called before each wait between retries (for the log): (what, seconds).
+    on_retry: Callable[[str, float], None] | None = None
+    #: Waits between retries; tests pass one that records instead of sleeping.
+    sleep: Callable[[float], None] = time.sleep
+
+    @property
+    def server(self) -> str:
+        return public_url(self.base_url)
+
+    def _key(self) -> str | None:
+        if self.api_key_env is None:
+            return None
+        key = os.environ.get(self.api_key_env)
+        if not key:
+            raise ServerError(
+                f"the API key for {self.server} is read from the environment variable "
+                f"{self.api_key_env}, which is not set"
+            )
+        return key
+
+    def _scrub(self, text: str) -> str:
+        key = os.environ.get(self.api_key_env) if self.api_key_env else None
+        return text.replace(key, "***") if key else text
+
+    def post(self, path: str, payload: dict[str, Any]) -> Any:
+        """The decoded JSON answer to ``payload`` POSTed at ``base_url + path``."""
+        url, basic = _split_credentials(self.base_url + path)
+        body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        key = self._key()
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        elif basic is not None:
+            headers["Authorization"] = f"Basic {basic}"
+        started = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                return self._once(url, body, headers)
+            except _Retryable as err:
+                wait = err.retry_after if err.retry_after is not None else _backoff(attempt)
+                spent = time.monotonic() - started
+                if attempt >= self.retry.max_retries or spent + wait > self.retry.max_seconds:
+                    tried = f"{attempt + 1} attempt{'s' if attempt else ''}"
+                    raise ServerError(
+                        f"{err.message} (gave up after {tried} in {spent:.1f} s)", err.status
+                    ) from None
+                if self.on_retry is not None:
+                    self.on_retry(err.message, wait)
+                self.sleep(wait)
+                attempt += 1
+
+    def _once(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
+        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        where = public_url(url)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = response.read()
+        except urllib.error.HTTPError as err:
+            detail = self._scrub(_detail(err.read()))
+            message = f"{where} answered HTTP {err.code}: {detail}"
+            if err.code in RETRY_STATUSES:
+                raise _Retryable(
+                    message, err.code, _retry_after(err.headers.get("Retry-After"))
+                ) from None
+            raise ServerError(message, err.code) from None
+        except TimeoutError:
+            raise _Retryable(
+                f"{where} did not answer within {self.timeout:g} s (timeout)"
+            ) from None
+        except urllib.error.URLError as err:
+            reason = err.reason
+            if isinstance(reason, TimeoutError):
+                raise _Retryable(
+                    f"{where} did not answer within {self.timeout:g} s (timeout)"
+                ) from None
+            raise _Retryable(f"cannot reach {where}: {reason}") from None
+        except (ConnectionError, OSError) as err:  # reset or closed mid-answer
+            raise _Retryable(f"cannot reach {where}: {err}") from None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ServerError(f"{where} answered with something that is not JSON") from None
+
+
+class _Retryable(Exception):
+    def __init__(
+        self, message: str, status: int | None = None, retry_after: float | None = None
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retry_after = retry_after
+
+
+def _backoff(attempt: int) -> float:
+    return float(min(0.5 * 2**attempt, MAX_BACKOFF_SECONDS))
+
+
+def _retry_after(value: str | None) -> float | None:
+    """Seconds from a Retry-After header: a number of seconds or an HTTP date."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _detail(raw: bytes) -> str:
+    """The server's own words: OpenAI-style ``{"error": {"message"}}``, Ollama's and TEI's
+    ``{"error": "..."}``, or the start of the body."""
+    text = raw.decode("utf-8", "replace").strip()
+    try:
+        data = json.loads(text)
+    except ValueError:
+        data = None
+    if isinstance(data, dict):
+        error = data.get("error", data.get("message", data.get("detail")))
+        if isinstance(error, dict):
+            error = error.get("message", error)
+        if error is not None:
+            text = str(error)
+    text = " ".join(text.split())
+    return (
+        (text[:MAX_DETAIL_CHARS] + "...") if len(text) > MAX_DETAIL_CHARS else text or "(no body)"
+    )
