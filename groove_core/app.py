@@ -153,7 +153,7 @@ class Groove:
     def _rebuild(self, progress: ProgressFn | None, *, copy: bool = False) -> IndexReport:
         """Build into the staging file and swap it in; ``copy``: start from a copy of the
         index and re-embed it, instead of from empty."""
-        from groove_core.store import copy_index, staging_path, swap_in
+        from groove_core.store import StoreError, copy_index, staging_path, swap_in
 
         staging = staging_path(self.index_file)
         outcome = "The existing index was left as it was."
@@ -162,6 +162,13 @@ class Groove:
                 copy_index(self.index_file, staging, self.index_label)
             report = self._index_into(staging, progress, outcome, reembed=copy)
             swap_in(staging, self.index_file, self.index_label)
+        except StoreError as err:
+            self._discard_staging(strict=False)
+            if outcome in str(err):
+                raise
+            # e.g. the disk filled while the new file's schema was being created: say that
+            # the old index is untouched, whichever step failed.
+            raise type(err)(f"{err} {outcome}") from None
         except BaseException:
             self._discard_staging(strict=False)
             raise
