@@ -13,7 +13,14 @@ from typing import Any, TypeVar
 import click
 
 from groove_core import __version__
-from groove_core.cli_options import config_option, kb_option
+from groove_core.cli_options import (
+    KB,
+    KB_EXACT,
+    all_option,
+    config_option,
+    kb_option,
+    kbs_option,
+)
 from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
@@ -66,7 +73,7 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 
 
 @click.command("index")
-@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.argument("kb", type=KB_EXACT, required=False)
 @config_option
 @click.option(
     "--rebuild",
@@ -85,12 +92,14 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 def index_cmd(
     kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool
 ) -> None:
-    """Index every Markdown file under KB (default: the current folder).
+    """Index every Markdown file under KB: a registered name or a folder (default: the
+    current folder, or the indexed KB above it).
 
     Only new and changed files are embedded; deleted files leave the index. Interrupting
-    a run is safe: the next run continues where it stopped.
+    a run is safe: the next run continues where it stopped. A subfolder of an indexed KB
+    is refused: index the KB itself.
     """
-    app = _open(kb, config_path)
+    app = _open(_index_target(kb), config_path)
     bar: Any = None
     stage = ""
 
@@ -123,6 +132,26 @@ def index_cmd(
     click.echo(_summary(report))
 
 
+def _index_target(kb: Path | None) -> Path:
+    """The folder ``groove index`` indexes: named, or the current one (the indexed KB above
+    it, as git finds its repository). A named subfolder of an indexed KB would become a
+    second index nested in the first, its files indexed twice: refused, naming the KB."""
+    from groove_core.registry import enclosing_kb, has_index
+
+    if kb is None:
+        return KB.convert(".", None, None)
+    if has_index(kb) or (kb / "groove.toml").exists():
+        return kb
+    parent = enclosing_kb(kb)
+    if parent is not None:
+        raise ConfigError(
+            f"{kb} lies inside the indexed knowledge base {parent}: run 'groove index {parent}' "
+            "to index it (its files are part of that KB), or give this folder a groove.toml "
+            "of its own to make it a separate KB"
+        )
+    return kb
+
+
 def _summary(report: Any) -> str:
     files = (
         f"{report.added} added, {report.changed} changed, {report.removed} removed, "
@@ -141,7 +170,7 @@ def _summary(report: Any) -> str:
 
 
 @click.command("doctor")
-@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.argument("kb", type=KB, default=".")
 @config_option
 @click.option("--repair", is_flag=True, help="Re-index what is inconsistent (or rebuild).")
 @handle_errors
@@ -221,7 +250,7 @@ def _print_links(
 
 
 @click.command("watch")
-@click.argument("kb", type=click.Path(file_okay=False, path_type=Path), default=".")
+@click.argument("kb", type=KB, default=".")
 @config_option
 @click.option(
     "--interval", type=float, default=1.0, show_default=True, help="Seconds between polls."
@@ -292,6 +321,8 @@ def _print_human(payload: dict[str, Any]) -> None:
     for hit in results:
         where = printable(" > ".join(hit["heading_path"]) or hit["title"])
         path = printable(hit["path"])
+        if "kb" in hit:  # several KBs searched: which one the hit is from
+            path = f"[{printable(hit['kb'])}] {path}"
         click.echo(
             click.style(
                 f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True
@@ -452,7 +483,8 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         context_settings={"ignore_unknown_options": True, "help_option_names": ["--help"]},
     )
     @click.argument("query", nargs=-1, required=True)
-    @kb_option
+    @kbs_option
+    @all_option
     @config_option
     @click.option("--limit", type=int, default=None, help="Number of results (default 10).")
     @click.option("--path", "path_glob", default=None, help="Only files matching this glob.")
@@ -468,7 +500,8 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     @handle_errors
     def search_cmd(
         query: tuple[str, ...],
-        kb: Path,
+        kbs: tuple[Path, ...],
+        all_kbs: bool,
         config_path: Path | None,
         limit: int | None,
         path_glob: str | None,
@@ -481,10 +514,24 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
 
         QUERY: words and "quoted phrases"; -word or -"phrase" excludes. A --word is an
         option (a mistyped one is an error) unless it comes after a lone --. See
-        docs/query-syntax.md.
+        docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
         """
-        app = _open(kb, config_path)
+        folders = _search_folders(kbs, all_kbs)
         options = {k: v for k, v in stage_options.items() if v is not None}
+        if len(folders) > 1:
+            _search_several(
+                folders,
+                config_path,
+                " ".join(query),
+                limit,
+                path_glob,
+                tags,
+                options,
+                as_json,
+                explain,
+            )
+            return
+        app = _open(folders[0], config_path)
         response, legs, ctx = app.search_explained(
             " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
         )
@@ -503,6 +550,41 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         for option in plugins.search_options():
             _add_option(search_cmd, option)
     return search_cmd
+
+
+def _search_folders(kbs: tuple[Path, ...], all_kbs: bool) -> list[Path]:
+    """The KB folders a search covers: each --kb, every registered one (--all), or the
+    current folder's KB."""
+    from groove_core.registry import kb_names, load_registry
+
+    if names := kb_names(tuple(str(k) for k in kbs), all_kbs):
+        registry = load_registry()
+        return [registry[name].path for name in names]
+    return list(kbs) or [KB.convert(".", None, None)]
+
+
+def _search_several(
+    folders: list[Path],
+    config_path: Path | None,
+    query: str,
+    limit: int | None,
+    path_glob: str | None,
+    tags: tuple[str, ...],
+    options: dict[str, Any],
+    as_json: bool,
+    explain: bool,
+) -> None:
+    from groove_core.several import open_kbs, search_several
+
+    if explain:
+        raise ConfigError("--explain shows one KB's legs: give one --kb")
+    kbs = open_kbs(folders, config_path)
+    response = search_several(kbs, query, limit=limit, path=path_glob, tags=tags, options=options)
+    payload = response.to_json()
+    if as_json:
+        click.echo(dumps(payload, sort_keys=True))
+        return
+    _print_human(payload)
 
 
 # -- plugins -----------------------------------------------------------------------------
@@ -551,6 +633,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
 
     # Command modules import only click at module level: `groove --help` stays fast.
     from groove_core.evaluation.cli import eval_cmd, tune_cmd
+    from groove_core.kb_cli import kb_group
     from groove_core.serve import serve_cmd
 
     cli.add_command(index_cmd)
@@ -562,6 +645,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     cli.add_command(eval_cmd)
     cli.add_command(tune_cmd)
     cli.add_command(plugins_group)
+    cli.add_command(kb_group)
     if plugins is not None:
         plugins.pm.hook.groove_cli_commands(cli=cli)
     return cli

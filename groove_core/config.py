@@ -155,6 +155,20 @@ class EmbedderConfig(_Strict):
         return data
 
 
+class KbConfig(_Strict):
+    """What this knowledge base is called and holds (shown to agents when served)."""
+
+    name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$",
+        description="its name in results and MCP (default: the registered name, else the "
+        "folder's name)",
+    )
+    description: str = Field(
+        "", max_length=500, description="what it holds, in a sentence (listed to MCP clients)"
+    )
+
+
 class IndexConfig(_Strict):
     """Where the index lives and what is indexed."""
 
@@ -228,6 +242,7 @@ class GrooveConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
+    kb: KbConfig = KbConfig()
     search: SearchConfig = SearchConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     index: IndexConfig = IndexConfig()

@@ -28,6 +28,7 @@ from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from groove_core import __version__
+from groove_core.app import Groove
 from groove_core.filters import GlobError
 from groove_core.kb_files import (
     DocumentError,
@@ -40,8 +41,8 @@ from groove_core.query import MAX_QUERY_CHARS, QueryError
 from groove_core.store import classify_error, sqlite_errors
 
 if TYPE_CHECKING:
-    from groove_core.app import Groove
     from groove_core.context import SearchOption
+    from groove_core.several import NamedKb
 
 T = TypeVar("T")
 
@@ -143,6 +144,7 @@ class ExpandedRangeOut(BaseModel):
 class HitOut(BaseModel):
     """One search result."""
 
+    kb: str | None = Field(None, description="the knowledge base it is from (several served)")
     path: str = Field(description="KB-relative path of the file")
     title: str
     heading: str
@@ -1009,9 +1011,10 @@ def _server_app(app: Groove) -> Groove:
 
 
 def build_mcp_server(
-    app: Groove, *, max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
+    app: Groove | Sequence[NamedKb], *, max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
 ) -> MCPServer:
-    """An MCP server for ``app``'s knowledge base with the tools of every enabled plugin.
+    """An MCP server for ``app``'s knowledge base with the tools of every enabled plugin;
+    given several named KBs, one server for all of them (see :mod:`groove_core.several_mcp`).
 
     ``max_response_chars`` caps the JSON text of each built-in tool's response.
     """
@@ -1019,6 +1022,13 @@ def build_mcp_server(
         raise ValueError(
             f"max_response_chars must be at least {MIN_RESPONSE_CHARS}, got {max_response_chars}"
         )
+    if not isinstance(app, Groove):
+        kbs = list(app)
+        if len(kbs) > 1:
+            from groove_core.several_mcp import build_several_server
+
+            return build_several_server(kbs, max_response_chars)
+        app = kbs[0].app
     own = _server_app(app)
     thread = GrooveThread()
     server: MCPServer = MCPServer("groove", version=__version__, instructions=INSTRUCTIONS)

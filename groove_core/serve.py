@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from groove_core.cli_options import config_option, kb_option
+from groove_core.cli_options import all_option, config_option, kbs_option
 from groove_core.mcp_http import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_READ_TIMEOUT,
@@ -64,7 +64,8 @@ def configure_logging(level: str) -> None:
 
 
 @click.command("serve")
-@kb_option
+@kbs_option
+@all_option
 @config_option
 @click.option(
     "--transport",
@@ -137,7 +138,8 @@ def configure_logging(level: str) -> None:
     help="Logging to stderr.",
 )
 def serve_cmd(
-    kb: Path,
+    kbs: tuple[Path, ...],
+    all_kbs: bool,
     config_path: Path | None,
     transport: str,
     host: str,
@@ -153,13 +155,19 @@ def serve_cmd(
 ) -> None:
     """Serve the knowledge base to LLM agents over MCP (tools: search, get_document,
     list_documents, index_status, and those plugins add). See docs/mcp.md.
+
+    Several --kb (or --all) serve several knowledge bases from one server: the tools take
+    a `kb` argument, and search covers them all by default.
     """
-    from groove_core.cli import handle_errors
+    from groove_core.cli import _search_folders, handle_errors
 
     configure_logging(log_level)
     limits = HttpLimits(max_connections=max_connections, read_timeout=read_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    handle_errors(_serve)(kb, config_path, transport, http, max_response_chars, watch, log_level)
+    folders = handle_errors(_search_folders)(kbs, all_kbs)
+    handle_errors(_serve)(
+        folders, config_path, transport, http, max_response_chars, watch, log_level
+    )
 
 
 def read_token(token_file: Path | None) -> str | None:
@@ -179,7 +187,7 @@ def read_token(token_file: Path | None) -> str | None:
 
 
 def _serve(
-    kb: Path,
+    folders: list[Path],
     config_path: Path | None,
     transport: str,
     http: HttpOptions,
@@ -193,16 +201,26 @@ def _serve(
     from groove_core.mcp_server import build_mcp_server
 
     log = structlog.get_logger("groove.serve")
-    app = Groove.open(kb, config_path)
-    if watch:
-        from groove_core.watch import Watcher
+    if len(folders) > 1:
+        from groove_core.several import open_kbs
 
-        # Its own connection on its own thread; searches keep reading through WAL.
-        Watcher(app).start()
-    elif not app.index_file.exists():
-        log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(kb))
-    server = build_mcp_server(app, max_response_chars=max_chars)
-    log.info("serving", kb=str(kb), transport=transport, max_response_chars=max_chars)
+        kbs = open_kbs(folders, config_path)
+        apps = [kb.app for kb in kbs]
+        served: Any = kbs
+    else:
+        apps = [Groove.open(folders[0], config_path)]
+        served = apps[0]
+    for app in apps:
+        if watch:
+            from groove_core.watch import Watcher
+
+            # Its own connection on its own thread; searches keep reading through WAL.
+            Watcher(app).start()
+        elif not app.index_file.exists():
+            log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(app.kb))
+    server = build_mcp_server(served, max_response_chars=max_chars)
+    kb = ", ".join(str(app.kb) for app in apps)
+    log.info("serving", kb=kb, transport=transport, max_response_chars=max_chars)
     if transport == "stdio":
         server.run("stdio")
     else:

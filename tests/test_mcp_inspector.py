@@ -149,3 +149,19 @@ def test_a_bad_call_is_a_tool_error_not_a_crash(kb: Path) -> None:
     result = tool_call(stdio_target(kb), "get_document", path="../../../etc/passwd")
     assert result["isError"] is True
     assert "contains '..'" in result["content"][0]["text"]
+
+
+def test_two_kbs_served_by_one_server(kb: Path, tmp_path: Path) -> None:
+    """``serve --kb A --kb B``: one search covers both, and each hit names its KB."""
+    handbook = make_kb(
+        tmp_path / "handbook",
+        {"team/onboarding.md": "# 索引の作り方\n\n新しいメンバー向けの索引の作り方。\n"},
+    )
+    open_kb(handbook).close()
+    target = [*stdio_target(kb), "--kb", str(handbook)]
+    result = tool_call(target, "search", query="索引の作り方", limit="5")
+    hits = result["structuredContent"]["results"]
+    assert {(h["kb"], h["path"]) for h in hits[:2]} == {
+        (kb.name, "ノート/索引.md"),
+        ("handbook", "team/onboarding.md"),
+    }

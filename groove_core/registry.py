@@ -1,0 +1,201 @@
+"""Named knowledge bases: a user-level registry, and finding the KB a folder belongs to.
+
+The registry is one JSON file, ``kbs.json``, in groove's folder of the platform's user
+configuration (``$XDG_CONFIG_HOME/groove`` or ``~/.config/groove``; ``~/Library/Application
+Support/groove`` on macOS; ``%APPDATA%\\groove`` on Windows), or in ``$GROOVE_CONFIG_HOME``
+when set. It maps a name to a folder and a description, and is rewritten whole through a
+temporary file and a rename, so a reader never sees half of it.
+
+Light imports only (no index, no embedder): every ``--kb`` is resolved through this module.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from groove_core.config import CONFIG_FILENAME, DEFAULT_INDEX_DIR, INDEX_FILENAME, ConfigError
+
+CONFIG_HOME_ENV = "GROOVE_CONFIG_HOME"
+REGISTRY_FILENAME = "kbs.json"
+#: A name is one word a shell and a JSON enum carry unquoted, never a path.
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+MAX_DESCRIPTION_CHARS = 500
+
+
+@dataclass(frozen=True)
+class KbEntry:
+    name: str
+    path: Path
+    description: str = ""
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "path": str(self.path), "description": self.description}
+
+
+def config_home() -> Path:
+    """groove's folder of the user's configuration (see the module docstring)."""
+    if override := os.environ.get(CONFIG_HOME_ENV):
+        return Path(override).expanduser()
+    if sys.platform == "win32" and (appdata := os.environ.get("APPDATA")):
+        return Path(appdata) / "groove"
+    if sys.platform == "darwin":
+        return Path.home() / "Library" / "Application Support" / "groove"
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "groove"
+
+
+def registry_path() -> Path:
+    return config_home() / REGISTRY_FILENAME
+
+
+def check_name(name: str) -> str:
+    if not NAME.fullmatch(name):
+        raise ConfigError(
+            f"invalid knowledge base name {name!r}: use 1-64 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+def load_registry() -> dict[str, KbEntry]:
+    """Every registered KB by name; empty when there is no registry file yet."""
+    path = registry_path()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ConfigError(f"cannot read the registry of knowledge bases {path}: {err}") from None
+    kbs = data.get("kbs") if isinstance(data, dict) else None
+    if not isinstance(kbs, dict):
+        raise ConfigError(f"the registry of knowledge bases {path} has no 'kbs' table")
+    out = {}
+    for name, entry in kbs.items():
+        if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)):
+            raise ConfigError(f"the registry {path}: entry {name!r} has no 'path'")
+        out[name] = KbEntry(name, Path(entry["path"]), str(entry.get("description", "")))
+    return out
+
+
+def save_registry(entries: dict[str, KbEntry]) -> Path:
+    """Write the registry atomically: a temporary file beside it, then a rename."""
+    path = registry_path()
+    data = {
+        "kbs": {
+            name: {"path": str(e.path), "description": e.description}
+            for name, e in sorted(entries.items())
+        }
+    }
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".kbs.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as out:
+                json.dump(data, out, ensure_ascii=False, indent=2)
+                out.write("\n")
+                out.flush()
+                os.fsync(out.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as err:
+        raise ConfigError(f"cannot write the registry of knowledge bases {path}: {err}") from None
+    return path
+
+
+def add_kb(name: str, folder: Path, description: str = "") -> KbEntry:
+    check_name(name)
+    if len(description) > MAX_DESCRIPTION_CHARS:
+        raise ConfigError(f"the description is longer than {MAX_DESCRIPTION_CHARS} characters")
+    folder = folder.expanduser().resolve()
+    if not folder.is_dir():
+        raise ConfigError(f"{folder} does not exist or is not a folder")
+    entries = load_registry()
+    if name in entries:
+        raise ConfigError(
+            f"a knowledge base named {name!r} is already registered ({entries[name].path}); "
+            f"run 'groove kb remove {name}' first"
+        )
+    entries[name] = KbEntry(name, folder, description)
+    save_registry(entries)
+    return entries[name]
+
+
+def remove_kb(name: str) -> KbEntry:
+    entries = load_registry()
+    if name not in entries:
+        raise ConfigError(f"no knowledge base named {name!r} is registered{_known(entries)}")
+    removed = entries.pop(name)
+    save_registry(entries)
+    return removed
+
+
+def _known(entries: dict[str, KbEntry]) -> str:
+    return f" (registered: {', '.join(sorted(entries))})" if entries else " (none are)"
+
+
+def is_plain_name(value: str) -> bool:
+    """A value ``--kb`` reads as a registered name: one word, no separator, no leading dot.
+
+    ``./notes`` always means the folder, whatever is registered."""
+    return bool(NAME.fullmatch(value)) and not value.startswith(".")
+
+
+def has_index(folder: Path) -> bool:
+    return (folder / DEFAULT_INDEX_DIR / INDEX_FILENAME).is_file()
+
+
+def enclosing_kb(folder: Path) -> Path | None:
+    """The nearest folder above ``folder`` (not itself) that holds an index, like git
+    finds the repository above a subfolder; None when there is none."""
+    here = folder.expanduser().resolve()
+    for parent in here.parents:
+        if has_index(parent):
+            return parent
+    return None
+
+
+def resolve_kb(value: str | Path, *, discover: bool = True) -> Path:
+    """The folder ``--kb VALUE`` means: a registered name, else a path. With ``discover``,
+    a folder without an index of its own inside an indexed KB means that KB."""
+    text = str(value)
+    if is_plain_name(text):
+        entries = load_registry()
+        if text in entries:
+            return entries[text].path
+    folder = Path(text).expanduser()
+    own = has_index(folder) or (folder / CONFIG_FILENAME).exists()
+    if discover and folder.is_dir() and not own:
+        found = enclosing_kb(folder)
+        if found is not None:
+            return found
+    return folder
+
+
+def kb_names(values: tuple[str, ...], every: bool) -> list[str]:
+    """The registered names ``--all`` means (every one), or [] when not given."""
+    if not every:
+        return []
+    if values:
+        raise ConfigError("give either --kb or --all, not both")
+    entries = load_registry()
+    if not entries:
+        raise ConfigError("--all: no knowledge base is registered (see 'groove kb add')")
+    return sorted(entries)
+
+
+def kb_name(folder: Path, configured: str | None = None) -> str:
+    """What a KB is called in results: its registered name, else ``[kb] name`` of its
+    groove.toml, else its folder's name."""
+    here = folder.expanduser().resolve()
+    for entry in load_registry().values():
+        if entry.path == here:
+            return entry.name
+    return configured or here.name or "kb"

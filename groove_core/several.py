@@ -1,0 +1,183 @@
+"""Searching several knowledge bases at once, and merging their results into one ranking.
+
+Each KB runs its own whole pipeline (its config, plugins and index). The merge is then one
+reciprocal rank fusion over all KBs' legs: every leg's candidates from every KB are put in
+one ranking by the leg's own score (the order each KB's leg already uses), and each KB's
+final hits are scored again with their ranks in those merged legs, with the leg weights
+their own KB gave them. Vector distances from one embedder are comparable across KBs, which
+is why every KB searched together must use the same embedder; bm25 scores come from each
+KB's own term statistics, close enough to rank by. Searching two KBs then ranks nearly as
+one index holding both would (docs/several-kbs.md has the figures); a merge of the final
+lists by rank alone cannot, as it interleaves the KBs whatever the query is about.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groove_core.config import ConfigError
+
+if TYPE_CHECKING:
+    from groove_core.app import Groove
+    from groove_core.models import LegResult, SearchHit, SearchResponse
+
+
+@dataclass(frozen=True)
+class NamedKb:
+    name: str
+    app: Groove
+    description: str = ""
+
+
+def open_kbs(folders: Sequence[Path], config_path: Path | None = None) -> list[NamedKb]:
+    """Each folder as a named KB (registered name, ``[kb] name``, or folder name)."""
+    from groove_core.app import Groove
+    from groove_core.registry import kb_name, load_registry
+
+    if config_path is not None and len(folders) > 1:
+        raise ConfigError("--config names one KB's file; with several KBs each uses its own")
+    registry = {e.path: e for e in load_registry().values()}
+    kbs: list[NamedKb] = []
+    seen: dict[str, Path] = {}
+    for folder in dict.fromkeys(f.expanduser().resolve() for f in folders):
+        app = Groove.open(folder, config_path)
+        name = kb_name(folder, app.config.kb.name)
+        if name in seen:
+            raise ConfigError(
+                f"two knowledge bases are both called {name!r} ({seen[name]} and {folder}): "
+                "register one under another name ('groove kb add') or set [kb] name"
+            )
+        seen[name] = folder
+        entry = registry.get(folder)
+        description = app.config.kb.description or (entry.description if entry else "")
+        kbs.append(NamedKb(name, app, description))
+    return kbs
+
+
+def check_same_embedder(kbs: Sequence[NamedKb]) -> None:
+    """Vector distances only compare within one embedder: refuse to mix them."""
+    identities = {kb.name: kb.app.embedder.identity for kb in kbs}
+    if len(set(identities.values())) > 1:
+        listed = "; ".join(f"{name}: {ident}" for name, ident in identities.items())
+        raise ConfigError(
+            "knowledge bases searched together must use the same embedder, and these differ "
+            f"({listed}); search them one at a time, or re-index with one embedder "
+            "('groove index --reembed')"
+        )
+
+
+@dataclass(frozen=True)
+class KbHit:
+    kb: str
+    hit: SearchHit
+
+    def to_json(self) -> dict[str, Any]:
+        return {"kb": self.kb, **self.hit.to_json()}
+
+
+@dataclass(frozen=True)
+class SeveralResponse:
+    results: tuple[KbHit, ...]
+    low_confidence: bool
+    filter_applied: dict[str, Any] | None
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "results": [h.to_json() for h in self.results],
+            "low_confidence": self.low_confidence,
+            "filter_applied": self.filter_applied,
+            "warnings": list(self.warnings),
+        }
+
+
+def search_several(
+    kbs: Sequence[NamedKb],
+    query: str,
+    *,
+    limit: int | None = None,
+    path: str | None = None,
+    tags: Sequence[str] = (),
+    options: Mapping[str, Any] | None = None,
+) -> SeveralResponse:
+    """Search every KB and merge (see the module docstring); ``limit`` results in all."""
+    check_same_embedder(kbs)
+    runs = []
+    for kb in kbs:
+        # Each KB's errors name its own files; say which KB they come from.
+        try:
+            runs.append(
+                kb.app.search_explained(query, limit=limit, path=path, tags=tags, options=options)
+            )
+        except ConfigError as err:
+            raise ConfigError(f"{kb.name}: {err}") from None
+    wanted = limit if limit is not None else kbs[0].app.config.search.default_limit
+    responses = [r[0] for r in runs]
+    merged = merge(
+        [kb.name for kb in kbs],
+        responses,
+        [r[1] for r in runs],
+        [kb.app.config.search.fusion.rrf_k for kb in kbs],
+    )[:wanted]
+    return SeveralResponse(
+        results=tuple(
+            KbHit(name, replace(hit, rank=rank)) for rank, (name, hit) in enumerate(merged, 1)
+        ),
+        low_confidence=all(r.low_confidence for r in responses),
+        filter_applied=responses[0].filter_applied,
+        warnings=tuple(
+            f"{kb.name}: {w}" for kb, r in zip(kbs, responses, strict=True) for w in r.warnings
+        ),
+    )
+
+
+def merge(
+    names: Sequence[str],
+    responses: Sequence[SearchResponse],
+    legs: Sequence[Sequence[LegResult]],
+    rrf_k: Sequence[float],
+) -> list[tuple[str, SearchHit]]:
+    """Every KB's final hits in one ranking, best first, each scored by RRF over its ranks
+    in the merged legs (see the module docstring); ties keep a stable order."""
+    ranks = _merged_leg_ranks(legs)
+    scored = []
+    for i, response in enumerate(responses):
+        weights = {leg.name: float(leg.meta.get("weight", 1.0)) for leg in legs[i]}
+        for local, hit in enumerate(response.results):
+            score, best = 0.0, 10**9
+            for leg_name in hit.legs:
+                weight = weights.get(leg_name, 1.0)
+                rank = ranks.get((leg_name, i, hit.chunk_id))
+                if rank is None or weight <= 0:
+                    continue
+                score += weight / (rrf_k[i] + rank)
+                best = min(best, rank)
+            scored.append((-score, best, local, i, names[i], replace(hit, score=score)))
+    scored.sort(key=lambda item: item[:4])
+    return [(name, hit) for *_, name, hit in scored]
+
+
+def _merged_leg_ranks(legs: Sequence[Sequence[LegResult]]) -> dict[tuple[str, int, int], int]:
+    """(leg, KB index, chunk id) -> 1-based rank in that leg merged across KBs.
+
+    A leg orders its candidates by its own raw score, smaller or larger first as the leg
+    does; that direction is read from the leg's own order, so a plugin's leg merges too."""
+    by_leg: dict[str, list[tuple[float, int, int, int]]] = {}
+    descending: dict[str, bool] = {}
+    for i, kb_legs in enumerate(legs):
+        for leg in kb_legs:
+            rows = by_leg.setdefault(leg.name, [])
+            for local, hit in enumerate(leg.hits):
+                rows.append((hit.raw_score, local, i, hit.chunk_id))
+            if len(leg.hits) > 1 and leg.hits[0].raw_score != leg.hits[-1].raw_score:
+                descending[leg.name] = leg.hits[0].raw_score > leg.hits[-1].raw_score
+    ranks: dict[tuple[str, int, int], int] = {}
+    for name, rows in by_leg.items():
+        sign = -1.0 if descending.get(name, False) else 1.0
+        rows.sort(key=lambda r: (sign * r[0], r[1], r[2], r[3]))
+        for rank, (_, _, i, chunk_id) in enumerate(rows, start=1):
+            ranks.setdefault((name, i, chunk_id), rank)
+    return ranks

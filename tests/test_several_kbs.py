@@ -1,0 +1,233 @@
+"""Named knowledge bases, subfolder discovery, and searching and serving several KBs.
+
+The registry is a real file in a temporary config folder (``GROOVE_CONFIG_HOME``); the
+commands run through the real CLI; MCP goes through the SDK's real client.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from groove_core.cli import build_cli
+from groove_core.config import ConfigError
+from groove_core.mcp_server import build_mcp_server
+from groove_core.registry import CONFIG_HOME_ENV, load_registry, registry_path
+from groove_core.several import open_kbs, search_several
+from groove_core.testing import FAST_CONFIG, call_tools, drive_mcp, make_kb, open_kb
+
+NOTES = {
+    "notes/rust.md": "# Rust\n\nOwnership rules prevent data races in async runtimes.\n",
+    "notes/python.md": "# Python\n\nInstall Python with a virtual environment.\n",
+}
+HANDBOOK = {
+    "guide/search.md": "# Searching\n\nResults are fused with reciprocal rank fusion.\n",
+    "notes/rust.md": "# Onboarding\n\n新しいメンバーの受け入れ手順について説明する。\n",
+}
+
+
+@pytest.fixture(autouse=True)
+def config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "config"
+    monkeypatch.setenv(CONFIG_HOME_ENV, str(home))
+    return home
+
+
+@pytest.fixture(scope="module")
+def two_kbs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("several")
+    a = make_kb(root / "notes", NOTES)
+    b = make_kb(
+        root / "handbook",
+        HANDBOOK,
+        config=FAST_CONFIG + '\n[kb]\nname = "handbook"\ndescription = "The team handbook"\n',
+    )
+    open_kb(a).close()
+    open_kb(b).close()
+    return a, b
+
+
+def groove(*args: str) -> Any:
+    return CliRunner().invoke(build_cli(None), list(args), catch_exceptions=False)
+
+
+# -- the registry ------------------------------------------------------------------------
+
+
+def test_add_list_remove(two_kbs: tuple[Path, Path], config_home: Path) -> None:
+    a, b = two_kbs
+    assert groove("kb", "add", "notes", str(a), "--description", "My notes").exit_code == 0
+    assert groove("kb", "add", "hb", str(b)).exit_code == 0
+    assert registry_path() == config_home / "kbs.json"
+    listed = json.loads(groove("kb", "list", "--json").output)["kbs"]
+    assert [(k["name"], k["description"], k["indexed"]) for k in listed] == [
+        ("hb", "The team handbook", True),  # from [kb] description of its groove.toml
+        ("notes", "My notes", True),
+    ]
+    assert groove("kb", "list").output.splitlines()[0].startswith("hb ")
+    assert groove("kb", "remove", "hb").exit_code == 0
+    assert list(load_registry()) == ["notes"]
+    assert not list(config_home.glob(".kbs.*"))  # the temporary file was renamed in place
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("kb", "add", "../x", "."), "invalid knowledge base name"),
+        (("kb", "add", "x", "/no/such/folder"), "does not exist or is not a folder"),
+        (("kb", "remove", "nobody"), "no knowledge base named 'nobody'"),
+        (("search", "x", "--all"), "no knowledge base is registered"),
+    ],
+)
+def test_registry_errors_are_one_clear_line(args: tuple[str, ...], message: str) -> None:
+    result = CliRunner().invoke(build_cli(None), list(args))
+    assert result.exit_code != 0
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_adding_a_taken_name_is_refused(two_kbs: tuple[Path, Path]) -> None:
+    a, b = two_kbs
+    groove("kb", "add", "notes", str(a))
+    result = CliRunner().invoke(build_cli(None), ["kb", "add", "notes", str(b)])
+    assert result.exit_code == 1
+    assert "already registered" in result.output
+    assert load_registry()["notes"].path == a.resolve()
+
+
+def test_a_damaged_registry_is_reported(config_home: Path) -> None:
+    config_home.mkdir()
+    (config_home / "kbs.json").write_text("{not json", encoding="utf-8")
+    result = CliRunner().invoke(build_cli(None), ["kb", "list"])
+    assert result.exit_code == 1
+    assert "cannot read the registry" in result.output
+
+
+def test_kb_accepts_a_registered_name(two_kbs: tuple[Path, Path]) -> None:
+    a, _ = two_kbs
+    groove("kb", "add", "notes", str(a))
+    out = json.loads(groove("search", "ownership data races", "--kb", "notes", "--json").output)
+    assert out["results"][0]["path"] == "notes/rust.md"
+    assert "kb" not in out["results"][0]  # one KB: the output is as before
+
+
+# -- subfolders --------------------------------------------------------------------------
+
+
+def test_a_command_in_a_subfolder_uses_the_kb_above(
+    two_kbs: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _ = two_kbs
+    monkeypatch.chdir(a / "notes")
+    out = groove("search", "ownership data races", "--json").output
+    assert json.loads(out)["results"][0]["path"] == "notes/rust.md"
+    assert not (a / "notes" / ".groove").exists()  # no second, nested index
+
+
+def test_indexing_a_subfolder_is_refused_naming_the_kb(two_kbs: tuple[Path, Path]) -> None:
+    a, _ = two_kbs
+    result = CliRunner().invoke(build_cli(None), ["index", str(a / "notes")])
+    assert result.exit_code == 1
+    assert f"inside the indexed knowledge base {a.resolve()}" in result.output
+    assert not (a / "notes" / ".groove").exists()
+
+
+# -- searching several -------------------------------------------------------------------
+
+
+def test_search_several_names_each_hit_kb(two_kbs: tuple[Path, Path]) -> None:
+    a, b = two_kbs
+    groove("kb", "add", "notes", str(a))
+    out = groove("search", "rank fusion ownership", "--kb", "notes", "--kb", str(b), "--json")
+    hits = json.loads(out.output)["results"]
+    assert {h["kb"] for h in hits} == {"notes", "handbook"}
+    assert [h["rank"] for h in hits] == list(range(1, len(hits) + 1))
+    scores = [h["score"] for h in hits]
+    assert scores == sorted(scores, reverse=True)
+    groove("kb", "add", "hb", str(b))
+    human = groove("search", "reciprocal rank fusion", "--all").output
+    assert "[hb] guide/search.md" in human  # the registered name, over [kb] name
+    assert "[notes] notes/" in human
+
+
+def test_the_merge_ranks_as_one_index_would(two_kbs: tuple[Path, Path], tmp_path: Path) -> None:
+    """The same files in one KB and in two: the same documents come first."""
+    a, b = two_kbs
+    both = make_kb(
+        tmp_path / "both",
+        {**{f"a/{k}": v for k, v in NOTES.items()}, **{f"b/{k}": v for k, v in HANDBOOK.items()}},
+    )
+    one = open_kb(both)
+    kbs = open_kbs([a, b])
+    for query in ("reciprocal rank fusion", "受け入れ手順", "virtual environment python"):
+        merged = search_several(kbs, query, limit=1).results[0]
+        single = one.search(query, limit=1).results[0]
+        prefix = "a/" if merged.kb == "notes" else "b/"
+        assert prefix + merged.hit.path == single.path, query
+
+
+def test_kbs_with_different_embedders_are_not_searched_together(
+    two_kbs: tuple[Path, Path],
+) -> None:
+    from groove_core.embedding import HashingEmbedder
+
+    kbs = open_kbs(list(two_kbs))
+    kbs[1].app.__dict__["embedder"] = HashingEmbedder(dim=32)  # another identity
+    with pytest.raises(ConfigError, match="must use the same embedder"):
+        search_several(kbs, "rank fusion")
+    with pytest.raises(ConfigError, match="must use the same embedder"):
+        build_mcp_server(kbs)
+
+
+def test_two_kbs_with_one_name_are_refused(two_kbs: tuple[Path, Path], tmp_path: Path) -> None:
+    _, b = two_kbs
+    twin = make_kb(tmp_path / "handbook", NOTES)
+    with pytest.raises(ConfigError, match="both called 'handbook'"):
+        open_kbs([b, twin])
+
+
+# -- serving several ---------------------------------------------------------------------
+
+
+def test_mcp_serves_two_kbs(two_kbs: tuple[Path, Path]) -> None:
+    kbs = open_kbs(list(two_kbs))
+    server = build_mcp_server(kbs)
+
+    async def scenario(client: Any) -> Any:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        return tools, client.server_info if hasattr(client, "server_info") else None
+
+    tools, _ = drive_mcp(server, scenario)
+    schema = tools["search"].input_schema
+    assert "kb" not in schema.get("required", [])
+    assert json.dumps(schema["properties"]["kb"]).count("handbook") >= 1
+    assert "kb" in tools["get_document"].input_schema["required"]
+    assert "kb" in tools["list_documents"].input_schema["required"]
+    everywhere, only_notes, doc, listing, bad, no_kb = call_tools(
+        server,
+        ("search", {"query": "rank fusion ownership", "limit": 5}),
+        ("search", {"query": "rank fusion ownership", "kb": "notes"}),
+        ("get_document", {"kb": "handbook", "path": "notes/rust.md"}),
+        ("list_documents", {"kb": "notes"}),
+        ("get_document", {"kb": str(two_kbs[0]), "path": "notes/rust.md"}),
+        ("list_documents", {}),
+    )
+    hits = everywhere.structured_content["results"]
+    assert {h["kb"] for h in hits} == {"notes", "handbook"}
+    assert {h["kb"] for h in only_notes.structured_content["results"]} == {"notes"}
+    assert "受け入れ" in doc.structured_content["content"]  # the handbook's file of that path
+    assert [d["path"] for d in listing.structured_content["documents"]] == sorted(NOTES)
+    assert bad.is_error and no_kb.is_error  # a path is not a served name; kb is required
+    assert "'notes' or 'handbook'" in bad.content[0].text  # the error names what is served
+
+
+def test_the_instructions_list_each_kb(two_kbs: tuple[Path, Path]) -> None:
+    from groove_core.several_mcp import instructions
+
+    text = instructions(open_kbs(list(two_kbs)))
+    assert "- handbook: The team handbook" in text
+    assert "- notes: (no description)" in text
