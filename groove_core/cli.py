@@ -81,38 +81,35 @@ def _open(kb: Path, config_path: Path | None) -> Any:
     "the old index serves searches until the copy is complete and replaces it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress on stderr (skipped files, warnings and the summary still print).",
+)
 @handle_errors
 def index_cmd(
-    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool
+    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool, quiet: bool
 ) -> None:
     """Index every Markdown file under KB (default: the current folder).
 
     Only new and changed files are embedded; deleted files leave the index. Interrupting
     a run is safe: the next run continues where it stopped.
+
+    Progress goes to stderr: a bar on a terminal (chunks embedded, rate, ETA), otherwise
+    one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
     """
+    from groove_core.progress import IndexProgressDisplay
+
     app = _open(kb, config_path)
-    bar: Any = None
-    stage = ""
-
-    def progress(path: str, done: int, total: int) -> None:
-        nonlocal bar, stage
-        # A re-embed reports chunks first, then the index run reports files: one bar each.
-        label = "re-embedding" if path == "(re-embedding)" else "indexing"
-        if bar is not None and label != stage:
-            bar.__exit__(None, None, None)
-            bar = None
-        if bar is None:
-            stage = label
-            bar = click.progressbar(
-                length=total, label=label, file=sys.stderr, show_pos=True
-            ).__enter__()
-        bar.update(done - bar.pos)
-
+    display = None
+    if not quiet:
+        display = IndexProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     try:
-        report = app.index(rebuild=rebuild, reembed=reembed, progress=None if as_json else progress)
+        report = app.index(rebuild=rebuild, reembed=reembed, progress=display)
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        if display is not None:
+            display.close()
     if as_json:
         click.echo(dumps(report.to_json()))
         return
