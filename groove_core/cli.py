@@ -548,13 +548,17 @@ def build_cli(plugins: Plugins | None) -> click.Group:
 
     # Command modules import only click at module level: `groove --help` stays fast.
     from groove_core.evaluation.cli import eval_cmd, tune_cmd
+    from groove_core.get_cmd import get_cmd
     from groove_core.serve import serve_cmd
+    from groove_core.status_cmd import status_cmd
 
     cli.add_command(index_cmd)
     cli.add_command(doctor_cmd)
     cli.add_command(watch_cmd)
     cli.add_command(links_cmd)
     cli.add_command(build_search_command(plugins))
+    cli.add_command(get_cmd)
+    cli.add_command(status_cmd)
     cli.add_command(serve_cmd)
     cli.add_command(eval_cmd)
     cli.add_command(tune_cmd)
