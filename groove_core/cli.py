@@ -282,7 +282,9 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
     return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
 
 
-def _print_human(payload: dict[str, Any]) -> None:
+def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
+    from groove_core.search_views import full_text
+
     results = payload["results"]
     if not results:
         click.echo("no results")
@@ -296,7 +298,10 @@ def _print_human(payload: dict[str, Any]) -> None:
             + f"  {where}  "
             + click.style(f"score {hit['score']:.4f}", dim=True)
         )
-        click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
+        if full:
+            click.echo(full_text(hit["content"]))
+        else:
+            click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
     notes = []
     if payload["low_confidence"]:
         notes.append("low confidence: no strong lexical or semantic match")
@@ -462,6 +467,20 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         is_flag=True,
         help="Show the compiled query and each leg's ranks (with --json: an explain key).",
     )
+    @click.option("--full", is_flag=True, help="Print each hit's whole chunk, not a snippet.")
+    @click.option(
+        "--files",
+        "by_file",
+        is_flag=True,
+        help="One line per file (its path), best first; --limit counts files "
+        "(with --json: a files list).",
+    )
+    @click.option(
+        "--min-score",
+        type=float,
+        default=None,
+        help="Drop hits whose fused score is below this (see the scores --explain prints).",
+    )
     @handle_errors
     def search_cmd(
         query: tuple[str, ...],
@@ -472,6 +491,9 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         tags: tuple[str, ...],
         as_json: bool,
         explain: bool,
+        full: bool,
+        by_file: bool,
+        min_score: float | None,
         **stage_options: Any,
     ) -> None:
         """Search the knowledge base.
@@ -480,12 +502,24 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         option (a mistyped one is an error) unless it comes after a lone --. See
         docs/query-syntax.md.
         """
+        from groove_core import search_views as views
+        from groove_core.pipeline import MAX_LIMIT
+
         app = _open(kb, config_path)
         options = {k: v for k, v in stage_options.items() if v is not None}
+        wanted = app.config.search.default_limit if limit is None else limit
         response, legs, ctx = app.search_explained(
-            " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
+            " ".join(query),
+            limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT)
+            if limit is not None or by_file
+            else None,
+            path=path_glob,
+            tags=tags,
+            options=options,
         )
-        payload = response.to_json()
+        payload = views.above(response, min_score).to_json()
+        if by_file:
+            payload = views.by_file(payload, wanted)
         if as_json:
             # One JSON document on stdout, whatever else was asked for.
             if explain:
@@ -494,7 +528,10 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
             return
         if explain:
             _print_explain(_explain(response, legs, ctx))
-        _print_human(payload)
+        if by_file:
+            views.print_files(payload)
+        else:
+            _print_human(payload, full=full)
 
     if plugins is not None:
         for option in plugins.search_options():
