@@ -61,4 +61,4 @@ def print_files(payload: dict[str, Any]) -> None:
 
 def full_text(content: str) -> str:
     """A chunk's whole text, its own lines kept, indented under the hit's header."""
-    return "\n".join("    " + line for line in printable_text(content).split("\n"))
+    return "\n".join(f"    {line}" if line else "" for line in printable_text(content).split("\n"))
