@@ -19,8 +19,10 @@ from groove_core.terminal import dumps, printable
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
 def status_cmd(kb_arg: Path | None, kb: Path, config_path: Path | None, as_json: bool) -> None:
-    """Documents, chunks, embedder, index size, last index run, files changed since, and
-    whether an index run was interrupted.
+    """Show what the index holds and how far it lags the files.
+
+    Documents, chunks, embedder, index size (file and WAL), the last index run, files
+    added, modified or deleted since, and whether an index run was interrupted.
 
     KB (or --kb) is the knowledge base folder (default: the current folder). Reads the
     index only: no model is loaded and nothing is written.
