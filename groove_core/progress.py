@@ -7,6 +7,7 @@ bytes of changed files, or chunks when re-embedding) and an ETA drawn from that 
 
 from __future__ import annotations
 
+import io
 import os
 import shutil
 import time
@@ -65,6 +66,7 @@ class IndexProgressDisplay:
         self._stage = ""
         self._started = 0.0
         self._last_shown: float | None = None
+        self._unshown: tuple[IndexProgress, float] | None = None
         self._bar_drawn = False
 
     def __call__(self, event: IndexProgress) -> None:
@@ -74,26 +76,49 @@ class IndexProgressDisplay:
             self._stage, self._started = event.stage, now
             # A log's first line comes after one interval: a quick run stays silent.
             self._last_shown = None if self.terminal else now
+        self._unshown = (event, now - self._started)
         if self._last_shown is not None and now - self._last_shown < self.interval:
             return
         self._last_shown = now
-        text = describe(event, now - self._started)
-        if self.terminal:
-            width = shutil.get_terminal_size().columns
-            self.stream.write("\r" + bar_line(event, text, width) + "\x1b[K")
-            self._bar_drawn = True
-        else:
-            self.stream.write(text + "\n")
-        self.stream.flush()
+        self._show()
 
     def close(self) -> None:
         self._end_bar()
 
+    def _show(self) -> None:
+        if self._unshown is None:
+            return
+        event, elapsed = self._unshown
+        self._unshown = None
+        if self.terminal:
+            width = terminal_width(self.stream)
+            self.stream.write("\r" + bar_line(event, elapsed, width) + "\x1b[K")
+            self._bar_drawn = True
+        else:
+            self.stream.write(describe(event, elapsed) + "\n")
+        self.stream.flush()
+
     def _end_bar(self) -> None:
+        """On a terminal, the stage's last state (the bar ends full, not where the last
+        redraw happened to fall), then the end of its line."""
         if self._bar_drawn:
+            self._show()
             self.stream.write("\n")
             self.stream.flush()
             self._bar_drawn = False
+        self._unshown = None
+
+
+def terminal_width(stream: TextIO) -> int:
+    """The width of the terminal ``stream`` draws on: ``$COLUMNS``, else the stream's own
+    terminal (stdout, which shutil asks, may be a pipe while stderr is the terminal)."""
+    if os.environ.get("COLUMNS", "").isdigit():
+        return int(os.environ["COLUMNS"])
+    try:
+        columns = os.get_terminal_size(stream.fileno()).columns
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        columns = 0
+    return columns if columns > 0 else shutil.get_terminal_size().columns
 
 
 def fraction(event: IndexProgress) -> float | None:
@@ -105,30 +130,45 @@ def fraction(event: IndexProgress) -> float | None:
     return None
 
 
-def describe(event: IndexProgress, elapsed: float) -> str:
-    """One line: ``indexing 42% | 1200 chunks embedded, 85 chunks/s | 120/400 files |
-    ETA 1m20s``."""
-    parts = [event.stage]
+def _eta(event: IndexProgress, elapsed: float) -> str | None:
     done = fraction(event)
-    if done is not None:
-        parts[0] += f" {done:.0%}"
-    rate = event.chunks_embedded / elapsed if elapsed > 0 else 0.0
-    parts.append(f"{event.chunks_embedded} chunks embedded, {rate:.1f} chunks/s")
+    if done is None or done >= 1:
+        return None
+    if done == 0 or elapsed <= 0:
+        return "unknown"
+    return duration(elapsed * (1 - done) / done)
+
+
+def _rate(event: IndexProgress, elapsed: float) -> float:
+    return event.chunks_embedded / elapsed if elapsed > 0 else 0.0
+
+
+def describe(event: IndexProgress, elapsed: float) -> str:
+    """One line for a log: ``indexing 42% | 1200 chunks embedded, 85.3 chunks/s |
+    120/400 files | ETA 1m20s | elapsed 1m34s``."""
+    done = fraction(event)
+    parts = [event.stage if done is None else f"{event.stage} {done:.0%}"]
+    parts.append(f"{event.chunks_embedded} chunks embedded, {_rate(event, elapsed):.1f} chunks/s")
     if event.files_total:
         parts.append(f"{event.files_done}/{event.files_total} files")
-    if done is not None and 0 < done < 1 and elapsed > 0:
-        parts.append(f"ETA {duration(elapsed * (1 - done) / done)}")
-    elif done is not None and done < 1:
-        parts.append("ETA unknown")
+    eta = _eta(event, elapsed)
+    if eta is not None:
+        parts.append(f"ETA {eta}")
     parts.append(f"elapsed {duration(elapsed)}")
     return " | ".join(parts)
 
 
-def bar_line(event: IndexProgress, text: str, width: int) -> str:
-    """``[#####-----] text``, cut to the terminal's width so the line never wraps (a
+def bar_line(event: IndexProgress, elapsed: float, width: int) -> str:
+    """``[#####-----] 42% ETA 1m20s | 1200 chunks, 85.3/s | 120/400 files``: the ETA
+    first, so a narrow terminal keeps it; cut to the width so the line never wraps (a
     wrapped line cannot be redrawn with a carriage return)."""
     done = fraction(event) or 0.0
     cells = 20
     filled = int(done * cells)
-    line = f"[{'#' * filled}{'-' * (cells - filled)}] {text}"
-    return line[: max(width - 1, 1)]
+    head = f"[{'#' * filled}{'-' * (cells - filled)}] {event.stage} {done:.0%}"
+    eta = _eta(event, elapsed)
+    parts = [head if eta is None else f"{head} ETA {eta}"]
+    parts.append(f"{event.chunks_embedded} chunks, {_rate(event, elapsed):.1f}/s")
+    if event.files_total:
+        parts.append(f"{event.files_done}/{event.files_total} files")
+    return " | ".join(parts)[: max(width - 1, 1)]

@@ -69,6 +69,10 @@ def _embedder_line(embedder: dict[str, Any]) -> str:
     name = printable(embedder["name"])
     if embedder["identity"] is None:
         return f"{name} (nothing embedded yet)"
+    if embedder["configured_identity"] is None:
+        return f"{name} cannot be made (see 'groove plugins list'); the index holds " + (
+            f"{printable(embedder['identity'])}, {embedder['dim']} dimensions"
+        )
     line = f"{name}: {printable(embedder['identity'])}, {embedder['dim']} dimensions"
     if embedder["matches"] is False:
         configured = printable(str(embedder["configured_identity"]))

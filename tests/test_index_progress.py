@@ -6,18 +6,21 @@ distribution, exactly as a third-party one is), so the run lasts long enough to 
 
 from __future__ import annotations
 
+import fcntl
 import io
 import os
 import pty
 import re
+import struct
 import subprocess
 import sys
+import termios
 from pathlib import Path
 
 import pytest
 
 from groove_core.indexer import IndexProgress
-from groove_core.progress import IndexProgressDisplay, describe, duration
+from groove_core.progress import IndexProgressDisplay, bar_line, describe, duration
 from groove_core.testing import make_kb, open_kb
 
 SLOW_PLUGIN = """
@@ -63,8 +66,9 @@ def slow_kb(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     kb = make_kb(
         tmp_path / "kb", notes, config='[embedder]\nname = "slow-hashing"\nbatch_size = 4\n'
     )
-    env = {**os.environ, "PYTHONPATH": str(site), "COLUMNS": "100"}
-    env.pop("GROOVE_PROGRESS_INTERVAL", None)
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    for name in ("GROOVE_PROGRESS_INTERVAL", "COLUMNS"):
+        env.pop(name, None)
     return kb, env
 
 
@@ -112,6 +116,8 @@ def test_quiet_and_quick_runs_print_no_progress(slow_kb: tuple[Path, dict[str, s
 def test_a_terminal_gets_a_bar_redrawn_in_place(slow_kb: tuple[Path, dict[str, str]]) -> None:
     kb, env = slow_kb
     master, slave = pty.openpty()
+    # A 64-column terminal; stdout is a pipe, so only stderr's own size says so.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 64, 0, 0))
     proc = subprocess.Popen(
         _groove("index", str(kb)), env=env, stdout=subprocess.PIPE, stderr=slave, text=True
     )
@@ -132,15 +138,21 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(slow_kb: tuple[Path, dict[str, s
     text = seen.decode().replace("\r\n", "\n")  # the terminal's own newline translation
     frames = [f.removesuffix("\n").removesuffix("\x1b[K") for f in text.split("\r") if f]
     assert len(frames) >= 3, text
-    # Each frame fits the 100 columns: a wrapped line could not be redrawn in place.
-    assert all(f.startswith("[") and len(f) < 100 for f in frames), frames
-    assert re.match(r"^\[#{20}\] indexing 100% \| 40 chunks embedded", frames[-1]), frames[-1]
+    # Each frame fits the 64 columns: a wrapped line could not be redrawn in place.
+    assert all(f.startswith("[") and len(f) < 64 for f in frames), frames
+    assert re.match(r"^\[#{20}\] indexing 100% \| 40 chunks, [\d.]+/s \| 40/4", frames[-1])
     assert any("ETA " in f for f in frames)
     assert text.endswith("\n")  # the bar's line is ended before the summary
 
 
 def _event(done: int, total: int, chunks: int, files: int = 4) -> IndexProgress:
     return IndexProgress("indexing", "", files, 8, chunks, done, total)
+
+
+def test_the_bar_puts_the_eta_first_and_fits_the_width() -> None:
+    line = bar_line(_event(250, 1000, 30), 10.0, 200)
+    assert line == "[#####---------------] indexing 25% ETA 30s | 30 chunks, 3.0/s | 4/8 files"
+    assert bar_line(_event(250, 1000, 30), 10.0, 45) == line[:44]
 
 
 def test_describe_and_eta() -> None:
