@@ -58,7 +58,7 @@ def parse_target(text: str, kb: Path) -> Target:
 
 
 @click.command("get")
-@click.argument("target")
+@click.argument("target", required=False)
 @kb_option
 @config_option
 @click.option(
@@ -70,7 +70,7 @@ def parse_target(text: str, kb: Path) -> Target:
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the document (and its range) as JSON.")
 def get_cmd(
-    target: str, kb: Path, config_path: Path | None, neighbours: int, as_json: bool
+    target: str | None, kb: Path, config_path: Path | None, neighbours: int, as_json: bool
 ) -> None:
     """Print a document, a line range or a chunk, with its heading path.
 
@@ -84,6 +84,12 @@ def get_cmd(
     """
     from groove_core.cli import handle_errors
 
+    if not target:
+        # The usual cause: an unquoted #42, which the shell read as a comment.
+        raise click.UsageError(
+            "give a TARGET: a path (notes/a.md, notes/a.md:12-40) or a chunk id, "
+            "quoted ('#42') or written chunk:42"
+        )
     handle_errors(_get)(target, kb, config_path, neighbours, as_json)
 
 

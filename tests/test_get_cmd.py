@@ -149,3 +149,10 @@ def test_a_file_changed_since_indexing_is_flagged(kb: Path) -> None:
     assert _get_json(kb, "a.md")["changed_since_index"] is True
     result = CliRunner().invoke(build_cli(None), ["get", "a.md", "--kb", str(kb)])
     assert "changed since it was indexed" in result.output
+
+
+def test_a_missing_target_hints_at_the_unquoted_hash(kb: Path) -> None:
+    # What a shell passes for `groove get #42`: the # starts a comment.
+    result = _run("get", "--kb", str(kb))
+    assert result.exit_code == 2
+    assert "quoted ('#42') or written chunk:42" in result.output
