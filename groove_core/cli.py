@@ -88,9 +88,15 @@ def _open(kb: Path, config_path: Path | None) -> Any:
     "the old index serves searches until the copy is complete and replaces it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
+@click.option(
+    "--quiet",
+    "-q",
+    is_flag=True,
+    help="No progress on stderr (skipped files, warnings and the summary still print).",
+)
 @handle_errors
 def index_cmd(
-    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool
+    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool, quiet: bool
 ) -> None:
     """Index every Markdown file under KB: a registered name or a folder (default: the
     current folder, or the indexed KB above it).
@@ -98,30 +104,21 @@ def index_cmd(
     Only new and changed files are embedded; deleted files leave the index. Interrupting
     a run is safe: the next run continues where it stopped. A subfolder of an indexed KB
     is refused: index the KB itself.
+
+    Progress goes to stderr: a bar on a terminal (chunks embedded, rate, ETA), otherwise
+    one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
     """
+    from groove_core.progress import IndexProgressDisplay
+
     app = _open(_index_target(kb), config_path)
-    bar: Any = None
-    stage = ""
-
-    def progress(path: str, done: int, total: int) -> None:
-        nonlocal bar, stage
-        # A re-embed reports chunks first, then the index run reports files: one bar each.
-        label = "re-embedding" if path == "(re-embedding)" else "indexing"
-        if bar is not None and label != stage:
-            bar.__exit__(None, None, None)
-            bar = None
-        if bar is None:
-            stage = label
-            bar = click.progressbar(
-                length=total, label=label, file=sys.stderr, show_pos=True
-            ).__enter__()
-        bar.update(done - bar.pos)
-
+    display = None
+    if not quiet:
+        display = IndexProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     try:
-        report = app.index(rebuild=rebuild, reembed=reembed, progress=None if as_json else progress)
+        report = app.index(rebuild=rebuild, reembed=reembed, progress=display)
     finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+        if display is not None:
+            display.close()
     if as_json:
         click.echo(dumps(report.to_json()))
         return
@@ -314,7 +311,9 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
     return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
 
 
-def _print_human(payload: dict[str, Any]) -> None:
+def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
+    from groove_core.search_views import full_text
+
     results = payload["results"]
     if not results:
         click.echo("no results")
@@ -330,7 +329,10 @@ def _print_human(payload: dict[str, Any]) -> None:
             + f"  {where}  "
             + click.style(f"score {hit['score']:.4f}", dim=True)
         )
-        click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
+        if full:
+            click.echo(full_text(hit["content"]))
+        else:
+            click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
     notes = []
     if payload["low_confidence"]:
         notes.append("low confidence: no strong lexical or semantic match")
@@ -497,6 +499,20 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         is_flag=True,
         help="Show the compiled query and each leg's ranks (with --json: an explain key).",
     )
+    @click.option("--full", is_flag=True, help="Print each hit's whole chunk, not a snippet.")
+    @click.option(
+        "--files",
+        "by_file",
+        is_flag=True,
+        help="One line per file (its path), best first; --limit counts files "
+        "(with --json: a files list).",
+    )
+    @click.option(
+        "--min-score",
+        type=float,
+        default=None,
+        help="Drop hits whose fused score is below this (see the scores --explain prints).",
+    )
     @handle_errors
     def search_cmd(
         query: tuple[str, ...],
@@ -508,6 +524,9 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         tags: tuple[str, ...],
         as_json: bool,
         explain: bool,
+        full: bool,
+        by_file: bool,
+        min_score: float | None,
         **stage_options: Any,
     ) -> None:
         """Search the knowledge base.
@@ -516,9 +535,16 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         option (a mistyped one is an error) unless it comes after a lone --. See
         docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
         """
+        from groove_core import search_views as views
+        from groove_core.pipeline import MAX_LIMIT
+
         folders = _search_folders(kbs, all_kbs)
         options = {k: v for k, v in stage_options.items() if v is not None}
         if len(folders) > 1:
+            if full or by_file or min_score is not None:
+                raise click.UsageError(
+                    "--full, --files and --min-score work on one KB; give one --kb"
+                )
             _search_several(
                 folders,
                 config_path,
@@ -532,10 +558,19 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
             )
             return
         app = _open(folders[0], config_path)
+        wanted = app.config.search.default_limit if limit is None else limit
         response, legs, ctx = app.search_explained(
-            " ".join(query), limit=limit, path=path_glob, tags=tags, options=options
+            " ".join(query),
+            limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT)
+            if limit is not None or by_file
+            else None,
+            path=path_glob,
+            tags=tags,
+            options=options,
         )
-        payload = response.to_json()
+        payload = views.above(response, min_score).to_json()
+        if by_file:
+            payload = views.by_file(payload, wanted)
         if as_json:
             # One JSON document on stdout, whatever else was asked for.
             if explain:
@@ -544,7 +579,10 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
             return
         if explain:
             _print_explain(_explain(response, legs, ctx))
-        _print_human(payload)
+        if by_file:
+            views.print_files(payload)
+        else:
+            _print_human(payload, full=full)
 
     if plugins is not None:
         for option in plugins.search_options():
@@ -633,14 +671,18 @@ def build_cli(plugins: Plugins | None) -> click.Group:
 
     # Command modules import only click at module level: `groove --help` stays fast.
     from groove_core.evaluation.cli import eval_cmd, tune_cmd
+    from groove_core.get_cmd import get_cmd
     from groove_core.kb_cli import kb_group
     from groove_core.serve import serve_cmd
+    from groove_core.status_cmd import status_cmd
 
     cli.add_command(index_cmd)
     cli.add_command(doctor_cmd)
     cli.add_command(watch_cmd)
     cli.add_command(links_cmd)
     cli.add_command(build_search_command(plugins))
+    cli.add_command(get_cmd)
+    cli.add_command(status_cmd)
     cli.add_command(serve_cmd)
     cli.add_command(eval_cmd)
     cli.add_command(tune_cmd)

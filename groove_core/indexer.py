@@ -27,7 +27,27 @@ from groove_core.store import DocState, NewDocument, Store
 #: Folders never indexed, wherever they are.
 ALWAYS_IGNORED_DIRS = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
 
-ProgressFn = Callable[[str, int, int], None]
+
+@dataclass(frozen=True)
+class IndexProgress:
+    """Where an index run stands, reported after each file and after each embedded batch.
+
+    ``work_done`` / ``work_total`` measure what is left to do: bytes of the files whose
+    size or modification time changed (indexing), or chunks (re-embedding). Unchanged files
+    cost nothing and count in neither, so the fraction (and an ETA drawn from it) follows
+    the embedding work rather than the number of files.
+    """
+
+    stage: str  # "indexing" or "re-embedding"
+    path: str  # the file just visited ("" for a batch event)
+    files_done: int
+    files_total: int
+    chunks_embedded: int
+    work_done: int
+    work_total: int
+
+
+ProgressFn = Callable[[IndexProgress], None]
 
 
 @dataclass
@@ -326,7 +346,7 @@ def reembed(
         store.write_vectors([r[0] for r in rows], vectors)
         done, after = done + len(rows), rows[-1][0]
         if progress is not None:
-            progress("(re-embedding)", done, total)
+            progress(IndexProgress("re-embedding", "", 0, 0, done, done, total))
     # An empty index still records its new embedder, so searching it is allowed.
     store.bind_embedder(embedder.identity, embedder.dim)
     return done
@@ -347,10 +367,15 @@ class Indexer:
         self.config = config
         self.store = store
         self.embedder = embedder
-        self.progress = progress or (lambda _path, _done, _total: None)
+        self.progress = progress or (lambda _event: None)
         self.report = IndexReport()
         self._pending: list[tuple[NewDocument, bool]] = []
         self._pending_chunks = 0
+        self._pending_bytes = 0
+        # Bytes of the files that need reading (size or mtime changed), and of those done.
+        self._work_total = 0
+        self._work_done = 0
+        self._files = (0, 0)  # files visited, files found
         # An Obsidian vault keeps its settings in .obsidian/ at its root (dialect "auto").
         self._vault = (kb / ".obsidian").is_dir()
 
@@ -360,6 +385,8 @@ class Indexer:
         self.store.begin_run()
         states = self.store.doc_states()
         files = list(walk_kb(self.kb, self.config, self.store.path, self.report.skipped))
+        self._work_total = sum(s.size for s in files if _needs_reading(s, states.get(s.rel)))
+        self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
         for done, src in enumerate(files, start=1):
@@ -368,7 +395,7 @@ class Indexer:
                 kept.add(src.rel)
             else:
                 self.report.skipped.append((src.rel, reason))
-            self.progress(src.rel, done, len(files))
+            self._report_progress(src.rel, done, len(files))
         self._flush()
         if touched:
             self.store.touch_documents(touched)
@@ -387,6 +414,19 @@ class Indexer:
         self.report.seconds = time.perf_counter() - started
         return self.report
 
+    def _report_progress(self, path: str, done: int, total: int) -> None:
+        self._files = (done, total)
+        event = IndexProgress(
+            "indexing",
+            path,
+            done,
+            total,
+            self.report.chunks_embedded,
+            self._work_done,
+            self._work_total,
+        )
+        self.progress(event)
+
     def _note_dropped(self, states: dict[str, DocState]) -> None:
         """Say so in the reason of each skipped file whose earlier version was dropped."""
         self.report.skipped = [
@@ -400,9 +440,22 @@ class Indexer:
         self, src: SourceFile, state: DocState | None, touched: list[tuple[str, int, int]]
     ) -> str | None:
         """Queue ``src`` for writing if it changed; the reason it is skipped, or None."""
-        if state is not None and state.size == src.size and state.mtime_ns == src.mtime_ns:
+        if not _needs_reading(src, state):
             self.report.unchanged += 1
             return None
+        queued = len(self._pending)
+        reason = self._read_and_queue(src, state, touched)
+        if len(self._pending) > queued:
+            self._pending_bytes += src.size
+        else:
+            self._work_done += src.size
+        if self._pending_chunks >= self.config.embedder.batch_size:
+            self._flush()
+        return reason
+
+    def _read_and_queue(
+        self, src: SourceFile, state: DocState | None, touched: list[tuple[str, int, int]]
+    ) -> str | None:
         limit = self.config.index.max_file_bytes
         if src.size > limit:
             return f"larger than index.max_file_bytes ({src.size} > {limit} bytes)"
@@ -427,8 +480,6 @@ class Indexer:
         self.report.warnings.extend((src.rel, w) for w in warnings)
         self._pending.append((doc, state is None))
         self._pending_chunks += len(doc.chunks)
-        if self._pending_chunks >= self.config.embedder.batch_size:
-            self._flush()
         return None
 
     def _flush(self) -> None:
@@ -453,5 +504,13 @@ class Indexer:
             else:
                 self.report.changed += 1
         self.report.chunks_embedded += len(texts)
+        self._work_done += self._pending_bytes
         self._pending = []
         self._pending_chunks = 0
+        self._pending_bytes = 0
+        self._report_progress("", *self._files)
+
+
+def _needs_reading(src: SourceFile, state: DocState | None) -> bool:
+    """Whether ``src`` may have changed since it was indexed (size or mtime differ)."""
+    return state is None or (state.size, state.mtime_ns) != (src.size, src.mtime_ns)

@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
+    from groove_core.store import Store
+
+#: ``changes_on_disk``'s default: the app's own store.
+_APP_STORE: Any = object()
 
 #: How many paths index_status lists per kind of change (the counts are always complete).
 MAX_LISTED_CHANGES = 50
@@ -104,11 +108,64 @@ def read_text(app: Groove, file: KBFile) -> str:
         raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
 
 
-def changes_on_disk(app: Groove) -> dict[str, Any]:
-    """Markdown files added, modified (size or mtime) or deleted since they were indexed."""
+def indexed_document(app: Groove, rel: str) -> dict[str, Any] | None:
+    """The index's row for the document at ``rel`` (title, tags, size, mtime...), or None."""
+    return next((d for d in app.store.documents() if d["path"] == rel), None)
+
+
+def chunk_span(app: Groove, chunk_id: int, neighbours: int = 0) -> tuple[dict[str, Any], int, int]:
+    """The chunk's row (path, heading path...) and the lines it covers together with
+    ``neighbours`` chunks of the same document on each side."""
+    row = app.store.chunk_rows([chunk_id]).get(chunk_id)
+    if row is None:
+        raise DocumentError(
+            f"no chunk {chunk_id} in the index (it may have been "
+            "re-indexed since): run search again for fresh chunk ids"
+        )
+    chunks = app.store.document_chunks(row["doc_id"])
+    at = next(i for i, c in enumerate(chunks) if c["chunk_id"] == chunk_id)
+    around = chunks[max(0, at - neighbours) : at + neighbours + 1]
+    return row, around[0]["line_start"], around[-1]["line_end"]
+
+
+def heading_path_at(app: Groove, doc_id: int, line: int) -> tuple[str, ...]:
+    """The heading path of the chunk of document ``doc_id`` that holds ``line``."""
+    chunks = app.store.document_chunks(doc_id)
+    holding = [c for c in chunks if c["line_start"] <= line <= c["line_end"]]
+    if not holding:
+        return ()
+    row = app.store.chunk_rows([holding[0]["chunk_id"]]).get(holding[0]["chunk_id"])
+    return tuple(row["heading_path"]) if row else ()
+
+
+def check_range(first: int, last: int, total: int) -> tuple[int, int]:
+    """``first`` and ``last`` (1-based, inclusive) within a file of ``total`` lines; the
+    end is clipped to the file, a start past it is an error."""
+    if first > max(total, 1):
+        raise DocumentError(f"start_line {first} is past the end of the file ({total} lines)")
+    if last < first:
+        raise DocumentError(f"end_line {last} is before start_line {first}")
+    return first, min(last, max(total, 1))
+
+
+def changed_since_index(file: KBFile, indexed: dict[str, Any] | None) -> bool | None:
+    """Whether the file differs (size or mtime) from its indexed version; None if not indexed."""
+    if indexed is None:
+        return None
+    stat = file.path.stat()
+    return bool((indexed["size"], indexed["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns))
+
+
+def changes_on_disk(app: Groove, store: Store | None = _APP_STORE) -> dict[str, Any]:
+    """Markdown files added, modified (size or mtime) or deleted since they were indexed.
+
+    ``store``: the index to compare with (default the app's; None: no index yet, every
+    file is added)."""
     from groove_core.indexer import walk_kb
 
-    indexed = app.store.doc_states()
+    if store is _APP_STORE:
+        store = app.store
+    indexed = {} if store is None else store.doc_states()
     limit = app.config.index.max_file_bytes
     skipped: list[tuple[str, str]] = []
     added, modified, seen = [], [], set()

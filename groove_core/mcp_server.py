@@ -32,7 +32,11 @@ from groove_core.app import Groove
 from groove_core.filters import GlobError
 from groove_core.kb_files import (
     DocumentError,
+    changed_since_index,
     changes_on_disk,
+    check_range,
+    chunk_span,
+    indexed_document,
     iso_time,
     read_text,
     resolve_markdown,
@@ -591,14 +595,14 @@ class _Tools:
     ) -> CallToolResult:
         file = resolve_markdown(self.app, path)
         lines = read_text(self.app, file).splitlines(keepends=True)
-        indexed = next((d for d in self.app.store.documents() if d["path"] == file.rel), None)
+        indexed = indexed_document(self.app, file.rel)
         if chunk_id is not None:
             if start_line is not None or end_line is not None:
                 raise DocumentError("give either chunk_id or start_line/end_line, not both")
             first, last = self._chunk_lines(file.rel, indexed, chunk_id, neighbours)
         else:
             first, last = start_line or 1, end_line or max(len(lines), 1)
-        first, last = self._check_range(first, last, len(lines))
+        first, last = check_range(first, last, len(lines))
         base = self._document_base(file, indexed, len(lines), chunk_id)
         found = self.app.store.links_of(file.rel, DOCUMENT_LINKS) if indexed else None
         if found is not None:
@@ -623,34 +627,15 @@ class _Tools:
     def _chunk_lines(
         self, rel: str, indexed: dict[str, Any] | None, chunk_id: int, neighbours: int
     ) -> tuple[int, int]:
-        row = self.app.store.chunk_rows([chunk_id]).get(chunk_id)
-        if row is None:
-            raise DocumentError(
-                f"no chunk {chunk_id} in the index (it may have been "
-                "re-indexed since): run search again for fresh chunk ids"
-            )
+        row, first, last = chunk_span(self.app, chunk_id, neighbours)
         if row["path"] != rel or indexed is None:
             raise DocumentError(f"chunk {chunk_id} belongs to {row['path']!r}, not {rel!r}")
-        chunks = self.app.store.document_chunks(row["doc_id"])
-        at = next(i for i, c in enumerate(chunks) if c["chunk_id"] == chunk_id)
-        around = chunks[max(0, at - neighbours) : at + neighbours + 1]
-        return around[0]["line_start"], around[-1]["line_end"]
-
-    @staticmethod
-    def _check_range(first: int, last: int, total: int) -> tuple[int, int]:
-        if first > max(total, 1):
-            raise DocumentError(f"start_line {first} is past the end of the file ({total} lines)")
-        if last < first:
-            raise DocumentError(f"end_line {last} is before start_line {first}")
-        return first, min(last, max(total, 1))
+        return first, last
 
     def _document_base(
         self, file: Any, indexed: dict[str, Any] | None, total: int, chunk_id: int | None
     ) -> dict[str, Any]:
-        changed = None
-        if indexed is not None:
-            stat = file.path.stat()
-            changed = (indexed["size"], indexed["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns)
+        changed = changed_since_index(file, indexed)
         base = {
             "path": file.rel,
             "title": indexed["title"] if indexed else None,

@@ -89,6 +89,8 @@ FTS_IDS_SQL = "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
 
 #: Meta key present while an index run that fills the index from empty is unfinished.
 INCOMPLETE_KEY = "incomplete_since"
+#: Meta key: when the last index run that completed ended (seconds since the epoch).
+LAST_RUN_KEY = "last_run_ended"
 
 # sqlite-vec caps k for a KNN query.
 VEC_MAX_K = 4096
@@ -500,9 +502,19 @@ class Store:
                 self.set_meta(INCOMPLETE_KEY, str(time.time()))
 
     def end_run(self) -> None:
-        """Clear the mark once every file has been written."""
+        """Clear the mark once every file has been written, and note when that was."""
         with self.transaction():
             self.conn.execute("DELETE FROM meta WHERE key = ?", (INCOMPLETE_KEY,))
+            self.set_meta(LAST_RUN_KEY, str(time.time()))
+
+    def last_indexed(self) -> float | None:
+        """When the index was last brought up to date: the end of the last complete run,
+        or (for an index written before that was recorded) its newest document."""
+        ended = self.get_meta(LAST_RUN_KEY)
+        if ended is not None:
+            return float(ended)
+        row = self.conn.execute("SELECT max(indexed_at) FROM documents").fetchone()
+        return None if row is None or row[0] is None else float(row[0])
 
     def incomplete(self) -> str | None:
         """A sentence for users when an index run that fills this index has not finished."""

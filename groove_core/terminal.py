@@ -35,6 +35,16 @@ def printable(text: str) -> str:
     return _UNSAFE.sub(_escape, text)
 
 
+# As _UNSAFE, less the tab: the layout of a document's own lines, kept when it is printed.
+_UNSAFE_IN_LINE = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable_text(text: str) -> str:
+    """Several lines of a document as they read, every other control or bidi-control
+    character shown as an escape; line endings (LF, CRLF) become newlines."""
+    return "\n".join(_UNSAFE_IN_LINE.sub(_escape, line) for line in text.splitlines())
+
+
 def _json_escape(match: re.Match[str]) -> str:
     return f"\\u{ord(match.group()):04x}"
 

@@ -25,6 +25,7 @@ from mcp import Client
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
+from groove_core.indexer import IndexProgress
 from groove_core.mcp_server import build_mcp_server
 from groove_core.store import Store, connect, staging_path
 from groove_core.testing import make_kb, open_kb
@@ -190,8 +191,8 @@ def test_a_rebuild_killed_midway_leaves_the_old_index_and_is_tidied(
     app = Groove.open(kb)
     before = app.index_file.read_bytes()
 
-    def stop(path: str, done: int, total: int) -> None:
-        if done == 30:
+    def stop(event: IndexProgress) -> None:
+        if event.files_done == 30:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -293,8 +294,8 @@ def test_an_interrupted_first_index_is_reported_incomplete_until_completed(
     kb = _corpus(tmp_path / "kb", 60)
     app = Groove.open(kb)
 
-    def stop(path: str, done: int, total: int) -> None:
-        if done == 40:
+    def stop(event: IndexProgress) -> None:
+        if event.files_done == 40:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -308,7 +309,7 @@ def test_an_update_of_a_complete_index_is_not_marked(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     (notes_kb / "new.md").write_text("# New\n\n東京大学の新しいノート\n", encoding="utf-8")
 
-    def check(path: str, done: int, total: int) -> None:
+    def check(event: IndexProgress) -> None:
         assert app.store.incomplete() is None
 
     app.index(progress=check)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from groove_core.app import Groove
+from groove_core.indexer import IndexProgress
 from groove_core.store import SCHEMA_VERSION, Store, StoreError
 from groove_core.testing import make_kb, open_kb
 
@@ -127,8 +128,8 @@ def test_interrupted_run_leaves_a_consistent_index_and_the_next_run_finishes(
 ) -> None:
     app = Groove.open(notes_kb)
 
-    def explode(path: str, done: int, total: int) -> None:
-        if done == 3:
+    def explode(event: IndexProgress) -> None:
+        if event.files_done == 3:
             raise KeyboardInterrupt
 
     (notes_kb / "groove.toml").write_text(

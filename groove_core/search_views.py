@@ -1,0 +1,64 @@
+"""The shapes ``groove search`` can give its hits besides the snippet list: whole chunks
+(``--full``), one line per file (``--files``), and hits above a fused score
+(``--min-score``)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import click
+
+from groove_core.models import SearchResponse
+from groove_core.terminal import printable, printable_text
+
+#: With --files, hits fetched per file wanted: files often hold several of the best hits.
+HITS_PER_FILE = 5
+
+
+def hits_to_fetch(limit: int, files: bool, max_limit: int) -> int:
+    """How many hits to ask the pipeline for: with --files, ``limit`` counts files."""
+    return min(limit * HITS_PER_FILE, max_limit) if files else limit
+
+
+def above(response: SearchResponse, min_score: float | None) -> SearchResponse:
+    """The response without the hits whose fused score is below ``min_score``; ranks are
+    kept, so a hit is numbered as it would be without the threshold."""
+    if min_score is None:
+        return response
+    kept = tuple(h for h in response.results if h.score >= min_score)
+    return replace(response, results=kept)
+
+
+def by_file(payload: dict[str, Any], limit: int) -> dict[str, Any]:
+    """``payload`` with ``files`` instead of ``results``: the first ``limit`` files in the
+    order of their best hit, each with that hit's rank and score and its number of hits."""
+    files: dict[str, dict[str, Any]] = {}
+    for hit in payload["results"]:
+        entry = files.get(hit["path"])
+        if entry is None:
+            files[hit["path"]] = {
+                "path": hit["path"],
+                "title": hit["title"],
+                "rank": hit["rank"],
+                "score": hit["score"],
+                "hits": 1,
+                "stale": hit.get("stale", False),
+            }
+        else:
+            entry["hits"] += 1
+    out = {k: v for k, v in payload.items() if k != "results"}
+    return {**out, "files": list(files.values())[:limit]}
+
+
+def print_files(payload: dict[str, Any]) -> None:
+    """One KB-relative path a line, best first: for pipes (``xargs``) and for reading."""
+    for entry in payload["files"]:
+        click.echo(printable(entry["path"]))
+    if not payload["files"]:
+        click.echo("no results", err=True)
+
+
+def full_text(content: str) -> str:
+    """A chunk's whole text, its own lines kept, indented under the hit's header."""
+    return "\n".join(f"    {line}" if line else "" for line in printable_text(content).split("\n"))

@@ -1,0 +1,101 @@
+"""What ``groove status`` reports about one knowledge base, as a plain dict.
+
+A function of one KB, so that a command over several KBs is a loop. It reads the index
+without the embedder check that searching makes: an index built with another embedder is
+a fact to report, not an error, and no model is loaded to report it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from groove_core.embedding import EmbedderError
+from groove_core.kb_files import changes_on_disk, iso_time
+
+if TYPE_CHECKING:
+    from groove_core.app import Groove
+    from groove_core.store import Store
+
+
+def kb_status(app: Groove) -> dict[str, Any]:
+    """Documents, chunks, embedder, index size, last run, changes on disk since, and
+    whether an index run is unfinished. Raises StoreError only for an index that cannot be
+    read at all (damaged, newer schema); a missing index is ``indexed: False``."""
+    from groove_core.store import Store
+
+    out: dict[str, Any] = {
+        "kb": str(app.kb.resolve()),
+        "index_file": app.index_label,
+        "indexed": app.index_file.exists(),
+        "index_bytes": index_bytes(app.index_file),
+    }
+    if not out["indexed"]:
+        changes = changes_on_disk(app, store=None)
+        return {**out, **_empty(app), "changes_on_disk": changes, "stale": _stale(changes)}
+    store = Store.open(app.index_file, app.index_label)
+    try:
+        with store.snapshot():
+            out.update(_from_index(app, store))
+            changes = changes_on_disk(app, store=store)
+    finally:
+        store.close()
+    return {**out, "changes_on_disk": changes, "stale": _stale(changes)}
+
+
+def index_bytes(index_file: Path) -> int:
+    """The index's size on disk: the file and its write-ahead log (which holds the latest
+    writes until a checkpoint folds them into the file)."""
+    total = 0
+    for path in (index_file, index_file.with_name(index_file.name + "-wal")):
+        with contextlib.suppress(OSError):  # no WAL: nothing written since the checkpoint
+            total += path.stat().st_size
+    return total
+
+
+def _empty(app: Groove) -> dict[str, Any]:
+    return {
+        "documents": 0,
+        "chunks": 0,
+        "embedder": _embedder(app, None),
+        "last_indexed": None,
+        "incomplete": False,
+        "incomplete_since": None,
+        "incomplete_note": None,
+    }
+
+
+def _from_index(app: Groove, store: Store) -> dict[str, Any]:
+    from groove_core.store import INCOMPLETE_KEY
+
+    since = store.get_meta(INCOMPLETE_KEY)
+    return {
+        **store.counts(),
+        "embedder": _embedder(app, store.embedder_identity()),
+        "last_indexed": iso_time(store.last_indexed()),
+        "incomplete": since is not None,
+        "incomplete_since": iso_time(float(since)) if since is not None else None,
+        "incomplete_note": store.incomplete(),
+    }
+
+
+def _embedder(app: Groove, recorded: tuple[str, int] | None) -> dict[str, Any]:
+    """The configured embedder and the one the index was built with; ``matches`` is None
+    when either is unknown (nothing embedded yet, or the embedder cannot be made)."""
+    try:
+        configured: str | None = app.embedder.identity
+    except EmbedderError:
+        configured = None
+    identity = recorded[0] if recorded else None
+    return {
+        "name": app.config.embedder.name,
+        "configured_identity": configured,
+        "identity": identity,
+        "dim": recorded[1] if recorded else None,
+        "matches": None if configured is None or identity is None else configured == identity,
+    }
+
+
+def _stale(changes: dict[str, Any]) -> int:
+    return int(changes["added_count"] + changes["modified_count"] + changes["deleted_count"])

@@ -1,0 +1,99 @@
+"""``groove status``: the state of a knowledge base's index, for people and scripts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import click
+
+from groove_core.cli_options import config_option, kb_option
+from groove_core.terminal import dumps, printable
+
+
+@click.command("status")
+@click.argument(
+    "kb_arg", metavar="[KB]", required=False, type=click.Path(file_okay=False, path_type=Path)
+)
+@kb_option
+@config_option
+@click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+def status_cmd(kb_arg: Path | None, kb: Path, config_path: Path | None, as_json: bool) -> None:
+    """Show what the index holds and how far it lags the files.
+
+    Documents, chunks, embedder, index size (file and WAL), the last index run, files
+    added, modified or deleted since, and whether an index run was interrupted.
+
+    KB (or --kb) is the knowledge base folder (default: the current folder). Reads the
+    index only: no model is loaded and nothing is written.
+    """
+    from groove_core.cli import handle_errors
+
+    handle_errors(_status)(kb_arg or kb, config_path, as_json)
+
+
+def _status(kb: Path, config_path: Path | None, as_json: bool) -> None:
+    from groove_core.app import Groove
+    from groove_core.status import kb_status
+
+    app = Groove.open(kb, config_path)
+    status = kb_status(app)
+    if as_json:
+        click.echo(dumps(status, sort_keys=True))
+        return
+    for line in human_lines(status):
+        click.echo(line)
+
+
+def human_lines(status: dict[str, Any]) -> list[str]:
+    """The status as ``label: value`` lines, every string from the index made printable."""
+    lines = [f"knowledge base: {printable(status['kb'])}"]
+    if not status["indexed"]:
+        lines.append(f"index:          none yet ({printable(status['index_file'])} does not exist)")
+    else:
+        size = human_size(status["index_bytes"])
+        lines.append(f"index:          {printable(status['index_file'])} ({size})")
+    lines.append(f"documents:      {status['documents']}")
+    lines.append(f"chunks:         {status['chunks']}")
+    lines.append(f"embedder:       {_embedder_line(status['embedder'])}")
+    lines.append(f"last indexed:   {status['last_indexed'] or 'never'}")
+    lines.append(f"changed since:  {_changes_line(status['changes_on_disk'])}")
+    if status["incomplete"]:
+        lines.append(f"interrupted:    {printable(status['incomplete_note'])}")
+    else:
+        lines.append("interrupted:    no")
+    return lines
+
+
+def _embedder_line(embedder: dict[str, Any]) -> str:
+    name = printable(embedder["name"])
+    if embedder["identity"] is None:
+        return f"{name} (nothing embedded yet)"
+    if embedder["configured_identity"] is None:
+        return f"{name} cannot be made (see 'groove plugins list'); the index holds " + (
+            f"{printable(embedder['identity'])}, {embedder['dim']} dimensions"
+        )
+    line = f"{name}: {printable(embedder['identity'])}, {embedder['dim']} dimensions"
+    if embedder["matches"] is False:
+        configured = printable(str(embedder["configured_identity"]))
+        line += (
+            f" (the configuration now gives {configured}: run 'groove index --reembed' "
+            "before searching)"
+        )
+    return line
+
+
+def _changes_line(changes: dict[str, Any]) -> str:
+    if changes["up_to_date"]:
+        return "none (the index is up to date)"
+    counts = ", ".join(f"{changes[f'{k}_count']} {k}" for k in ("added", "modified", "deleted"))
+    return f"{counts} (run 'groove index' to update)"
+
+
+def human_size(size: int) -> str:
+    value = float(size)
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{size} bytes" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
