@@ -7,42 +7,51 @@ from typing import Any
 
 import click
 
-from groove_core.cli_options import config_option, kb_option
+from groove_core.cli_options import KB, all_option, config_option, kbs_option
 from groove_core.terminal import dumps, printable
 
 
 @click.command("status")
-@click.argument(
-    "kb_arg", metavar="[KB]", required=False, type=click.Path(file_okay=False, path_type=Path)
-)
-@kb_option
+@click.argument("kb_arg", metavar="[KB]", required=False, type=KB)
+@kbs_option
+@all_option
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
-def status_cmd(kb_arg: Path | None, kb: Path, config_path: Path | None, as_json: bool) -> None:
+def status_cmd(
+    kb_arg: Path | None,
+    kbs: tuple[Path, ...],
+    all_kbs: bool,
+    config_path: Path | None,
+    as_json: bool,
+) -> None:
     """Show what the index holds and how far it lags the files.
 
     Documents, chunks, embedder, index size (file and WAL), the last index run, files
     added, modified or deleted since, and whether an index run was interrupted.
 
-    KB (or --kb) is the knowledge base folder (default: the current folder). Reads the
-    index only: no model is loaded and nothing is written.
+    KB (or --kb, repeatable, or --all registered ones) is a registered name or a folder
+    (default: the current folder, or the indexed KB above it). Reads the index only: no
+    model is loaded and nothing is written. With several KBs, --json prints a list.
     """
-    from groove_core.cli import handle_errors
+    from groove_core.cli import _search_folders, handle_errors
 
-    handle_errors(_status)(kb_arg or kb, config_path, as_json)
+    folders = [kb_arg] if kb_arg is not None else _search_folders(kbs, all_kbs)
+    handle_errors(_status)(folders, config_path, as_json)
 
 
-def _status(kb: Path, config_path: Path | None, as_json: bool) -> None:
+def _status(folders: list[Path], config_path: Path | None, as_json: bool) -> None:
     from groove_core.app import Groove
     from groove_core.status import kb_status
 
-    app = Groove.open(kb, config_path)
-    status = kb_status(app)
+    statuses = [kb_status(Groove.open(kb, config_path)) for kb in folders]
     if as_json:
-        click.echo(dumps(status, sort_keys=True))
+        click.echo(dumps(statuses[0] if len(statuses) == 1 else statuses, sort_keys=True))
         return
-    for line in human_lines(status):
-        click.echo(line)
+    for i, status in enumerate(statuses):
+        if i:
+            click.echo("")
+        for line in human_lines(status):
+            click.echo(line)
 
 
 def human_lines(status: dict[str, Any]) -> list[str]:

@@ -122,3 +122,17 @@ def test_status_reads_without_writing(notes_kb: Path) -> None:
     after = dict(store.conn.execute("SELECT key, value FROM meta").fetchall())
     store.close()
     assert before == after and INCOMPLETE_KEY not in after
+
+
+def test_status_of_several_kbs_is_one_entry_each(notes_kb: Path, tmp_path: Path) -> None:
+    from groove_core.testing import make_kb
+
+    other = make_kb(tmp_path / "other", {"x.md": "# X\n\nxylophone\n"})
+    open_kb(notes_kb).close()
+    open_kb(other).close()
+    result = _run("status", "--kb", str(notes_kb), "--kb", str(other), "--json")
+    assert result.exit_code == 0, result.output
+    statuses = json.loads(result.output)
+    assert [s["documents"] for s in statuses] == [4, 1]
+    human = _run("status", "--kb", str(notes_kb), "--kb", str(other))
+    assert human.output.count("documents:") == 2
