@@ -39,13 +39,17 @@ class _Token:
     """One NFA state: what it consumes, and where it may move without consuming.
 
     ``kind`` is ``lit`` (the character ``chars``), ``any`` (one character but ``/``),
-    ``class`` (one character of ``chars``, or not of it when ``negated``; never ``/``),
+    ``class`` (one character in ``ranges`` of code points, or not in them when ``negated``;
+    never ``/``),
     ``star`` (stays on any character but ``/``, or on any at all when ``slash``) or
     ``jump`` (consumes nothing; may skip ``skip`` states ahead: an optional group).
     """
 
     kind: str
     chars: frozenset[str] = frozenset()
+    # (first, last) code points, inclusive. Never the set of characters: a class such as
+    # [ -\U0010ffff] would be a million strings (150 MB), and a glob may hold hundreds.
+    ranges: tuple[tuple[int, int], ...] = ()
     negated: bool = False
     slash: bool = False
     skip: int = 0
@@ -56,7 +60,8 @@ class _Token:
         if ch == "/" and not self.slash:
             return False
         if self.kind == "class":
-            return (ch in self.chars) != self.negated
+            code = ord(ch)
+            return any(lo <= code <= hi for lo, hi in self.ranges) != self.negated
         return self.kind in ("any", "star")
 
 
@@ -84,10 +89,11 @@ def _parse_class(pattern: str, start: int) -> tuple[_Token, int] | None:
             f"glob {pattern!r}: {whole} is an empty character class "
             "(to match '[' itself, write [[])"
         )
-    return _Token("class", frozenset(_class_chars(pattern, whole, body)), negated), close + 1
+    ranges = tuple(_class_ranges(pattern, whole, body))
+    return _Token("class", ranges=ranges, negated=negated), close + 1
 
 
-def _class_chars(pattern: str, whole: str, body: str) -> Iterator[str]:
+def _class_ranges(pattern: str, whole: str, body: str) -> Iterator[tuple[int, int]]:
     i = 0
     while i < len(body):
         if i + 2 < len(body) and body[i + 1] == "-":
@@ -97,10 +103,10 @@ def _class_chars(pattern: str, whole: str, body: str) -> Iterator[str]:
                     f"glob {pattern!r}: the range {low}-{high} in {whole} runs backwards "
                     f"(write {high}-{low})"
                 )
-            yield from (chr(c) for c in range(ord(low), ord(high) + 1))
+            yield ord(low), ord(high)
             i += 3
         else:
-            yield body[i]
+            yield ord(body[i]), ord(body[i])
             i += 1
 
 
