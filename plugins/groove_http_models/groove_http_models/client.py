@@ -37,6 +37,22 @@ class ServerError(Exception):
         self.status = status
 
 
+#: An embeddings or rerank answer this large is not one: stop reading instead of filling memory.
+MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+
+
+class _NoRedirects(urllib.request.HTTPRedirectHandler):
+    """An embeddings POST never needs a redirect, and urllib's handler would re-send every
+    header, the Authorization with the API key included, to whatever host the Location
+    names (https to http too). A redirect is answered as the HTTP error it came as."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirects)
+
+
 def public_url(url: str) -> str:
     """``url`` as messages, logs and docs may show it: scheme, host, port and path only."""
     parts = urlsplit(url)
@@ -129,8 +145,10 @@ class JsonClient:
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         where = public_url(url)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
+            with _OPENER.open(request, timeout=self.timeout) as response:
+                raw = response.read(MAX_RESPONSE_BYTES + 1)
+            if len(raw) > MAX_RESPONSE_BYTES:
+                raise ServerError(f"{where} answered with more than {MAX_RESPONSE_BYTES} bytes")
         except urllib.error.HTTPError as err:
             detail = self._scrub(_detail(err.read()))
             message = f"{where} answered HTTP {err.code}: {detail}"

@@ -1,0 +1,67 @@
+"""The HTTP client never hands the API key to another server, and never reads without end."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from groove_http_models.client import JsonClient, RetryPolicy, ServerError
+
+
+def _serve(handler: type[BaseHTTPRequestHandler]) -> tuple[ThreadingHTTPServer, str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}"
+
+
+@pytest.fixture
+def elsewhere() -> Iterator[tuple[str, list[str | None]]]:
+    """A second server that records the Authorization header of whatever reaches it."""
+    seen: list[str | None] = []
+
+    class Record(BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.append(self.headers.get("Authorization"))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(b'{"ok": 1}')
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server, url = _serve(Record)
+    yield url, seen
+    server.shutdown()
+
+
+def test_a_redirect_is_refused_and_the_key_goes_nowhere(
+    elsewhere: tuple[str, list[str | None]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    target, seen = elsewhere
+
+    class Redirect(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(302)
+            self.send_header("Location", target + "/steal")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server, url = _serve(Redirect)
+    monkeypatch.setenv("TEST_MODEL_KEY", "sk-SECRET123")
+    client = JsonClient(
+        url, timeout=5, retry=RetryPolicy(max_retries=0), api_key_env="TEST_MODEL_KEY"
+    )
+    try:
+        with pytest.raises(ServerError) as err:
+            client.post("/v1/embeddings", {"input": ["x"], "model": "m"})
+    finally:
+        server.shutdown()
+    assert "302" in str(err.value) and "sk-SECRET123" not in str(err.value)
+    assert seen == []  # urllib's default handler re-sent the request, key and all
