@@ -255,7 +255,7 @@ class EmbedderOut(BaseModel):
 class StatusOut(BaseModel):
     truncated: bool = Field(False, description="true when lists were cut to fit the budget")
     note: str | None = Field(None, description="what was left out")
-    kb: str
+    kb: str = Field(description="the knowledge base's name ([kb] name, or its folder's name)")
     index_file: str
     documents: int
     chunks: int
@@ -763,13 +763,14 @@ class _Tools:
         docs = store.documents()
         note = store.incomplete()
         index_file = self.app.index_file
+        # Names, never machine paths: over HTTP these tell a stranger how the disk is laid out.
         shown = (
             index_file.relative_to(self.app.kb).as_posix()
             if index_file.is_relative_to(self.app.kb)
-            else str(index_file)
+            else f"the index file {index_file.name} (outside the knowledge base)"
         )
         status = StatusOut(
-            kb=str(self.app.kb.resolve()),
+            kb=self.app.config.kb.name or self.app.kb.resolve().name,
             index_file=shown,
             **store.counts(),
             embedder=EmbedderOut(

@@ -485,3 +485,10 @@ def test_searches_succeed_while_another_process_indexes(notes_kb: Path) -> None:
     counts, searches = drive_mcp(build_mcp_server(app), scenario)
     assert searches >= 3
     assert any(4 < n < 244 for n in counts), f"no search overlapped the index run: {counts}"
+
+
+def test_index_status_names_no_machine_path(notes_kb: Path) -> None:
+    status = ok(call_tools(build_mcp_server(open_kb(notes_kb)), ("index_status", {}))[0])
+    assert status["kb"] == notes_kb.name
+    assert status["index_file"] == ".groove/index.sqlite"
+    assert str(notes_kb.parent) not in json.dumps(status)
