@@ -3,24 +3,89 @@ tokens, bm25; see groove_core.words) and vector (sqlite-vec)."""
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from groove_core import words
 from groove_core.context import QueryContext
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
+from groove_core.query import match_expression
+
+if TYPE_CHECKING:
+    from groove_core.store import Store
+
+
+#: A phrase in fewer rows than this is never left out, whatever its share: matching it
+#: costs a few milliseconds at most (docs/benchmarks.md), and on a small corpus a share says
+#: little (one long note can hold a "common" phrase).
+COMMON_PHRASE_MIN_ROWS = 1_000
+
+
+def _fold(ch: str) -> str:
+    """``ch`` as the trigram tokenizer indexes it: case folded and, for the Latin-range
+    scripts its ``remove_diacritics 1`` covers, without combining marks (kana keep their
+    voicing marks). A mismatch only makes a trigram look rare, so a phrase is kept."""
+    low = ch.lower()
+    if len(low) != 1:
+        return ch
+    if ord(low) < 0x2000:
+        base = "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
+        if len(base) == 1:
+            return base
+    return low
+
+
+def _trigrams(phrase: str) -> list[str]:
+    folded = "".join(_fold(ch) for ch in phrase)
+    return [folded[i : i + 3] for i in range(len(folded) - 2)]
+
+
+def common_phrases(store: Store, phrases: Sequence[str], share: float) -> list[str]:
+    """The phrases whose row count exceeds ``share`` of the chunks (and
+    :data:`COMMON_PHRASE_MIN_ROWS`), the rarest always kept.
+
+    A phrase's rows are at most those of its rarest trigram (it contains them all), so that
+    count is an upper bound read from the vocabulary without matching the phrase. A bound
+    that overestimates can only make a phrase look common when each of its trigrams is,
+    which is what common words are made of. At least one phrase always stays: the one with
+    the fewest rows.
+    """
+    grams = {p: _trigrams(p) for p in phrases}
+    counts, total = store.trigram_rows({g for gs in grams.values() for g in gs})
+    bound = {p: min((counts[g] for g in gs), default=0) for p, gs in grams.items()}
+    floor = max(share * total, COMMON_PHRASE_MIN_ROWS)
+    common = [p for p in phrases if bound[p] > floor]
+    if len(common) == len(phrases):
+        common.remove(min(phrases, key=lambda p: bound[p]))
+    return common
 
 
 class FTSLeg:
-    """bm25 over heading / context / content with the configured column weights."""
+    """bm25 over heading / context / content with the configured column weights, without
+    the query's common phrases (:func:`common_phrases`)."""
 
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
         expr = ctx.query.match_expr
         if ctx.query.fts_skipped or expr is None:
             return LegResult("fts", (), {"skipped": True})
+        meta: dict[str, Any] = {}
+        # bm25 scores every row an expression matches before its LIMIT (SPEC P3), so a
+        # phrase such as "している" or "the", in a third of a corpus, costs most of the
+        # leg's time while its IDF (near zero) hardly moves the ranking; the query's rare
+        # phrases still find the rows (docs/benchmarks.md, "FTS at scale").
+        share = ctx.config.search.fts_common_share
+        common = common_phrases(ctx.store, ctx.query.positives, share) if share else []
+        if common:
+            kept = [p for p in ctx.query.positives if p not in common]
+            expr = match_expression(kept, ctx.query.negatives)
+            meta = {"expr": expr, "common_dropped": common}
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
         rows = ctx.store.fts_search(expr, weights, ctx.leg_size, ctx.allowed_ids())
-        return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows))
+        return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows), meta)
 
 
 class VectorLeg:
