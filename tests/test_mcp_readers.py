@@ -187,3 +187,9 @@ def test_readers_must_be_positive(notes_kb: Path, readers: int) -> None:
     app = open_kb(notes_kb, index=False)
     with pytest.raises(ValueError, match="workers must be at least 1"):
         build_mcp_server(app, readers=readers)
+
+
+def test_serve_mirrors_the_reader_default() -> None:
+    from groove_core import mcp_server, serve
+
+    assert serve.DEFAULT_READERS == mcp_server.DEFAULT_READERS
