@@ -111,13 +111,13 @@ class SearchConfig(_Strict):
     default_limit: int = Field(
         10, ge=1, le=200, description="results returned when a search gives no limit"
     )
-    fts_common_share: float = Field(
-        0.05,
+    lexical_common_share: float = Field(
+        0.2,
         ge=0.0,
         le=1.0,
         description=(
-            "the trigram leg leaves out a query phrase found in more than this share of the "
-            "chunks (the rarest phrase always stays); 0 keeps every phrase"
+            "the lexical legs (trigram, word) leave out a query phrase or term found in more "
+            "than this share of the chunks (the rarest always stays); 0 keeps them all"
         ),
     )
     fusion: FusionConfig = FusionConfig()

@@ -328,9 +328,10 @@ class Store:
         self.identity: tuple[int, int] | None = None
         self._matrix: _VectorMatrix | None = None
         self._knn_calls = 0
-        # Trigram row counts and the chunk count, valid for one PRAGMA data_version.
+        # Trigram and word row counts and the row count, valid for one PRAGMA data_version.
         self._df_version: int | None = None
         self._df_cache: dict[str, int] = {}
+        self._word_df_cache: dict[str, int] = {}
         self._row_count = 0
 
     # -- opening -------------------------------------------------------------------------
@@ -658,22 +659,34 @@ class Store:
         much as matching it: the counts are cached until another connection commits
         (``PRAGMA data_version``), and the common trigrams are the ones every query shares.
         """
+        self._check_vocab_version()
+        missing = [t for t in dict.fromkeys(trigrams) if t not in self._df_cache]
+        for term in missing:
+            found = self.conn.execute(FTS_TERM_ROWS_SQL, (term,)).fetchone()
+            self._df_cache[term] = 0 if found is None else int(found[0])
+        return {t: self._df_cache[t] for t in trigrams}, self._row_count
+
+    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(chunks containing each single-token term, chunks in all) from the word table's
+        vocabulary, cached like :meth:`trigram_rows`."""
+        self._check_vocab_version()
+        single = [t for t in dict.fromkeys(terms) if " " not in t]
+        missing = [t for t in single if t not in self._word_df_cache]
+        if missing:
+            self._word_df_cache.update(words.document_frequencies(self.conn, missing))
+        return {t: self._word_df_cache[t] for t in single}, self._row_count
+
+    def _check_vocab_version(self) -> None:
         version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-        if version != self._df_version:
-            self.conn.execute(FTS_VOCAB_SQL)
-            self._df_cache = {}
-            # FTS5's own per-row table: the same rows the vocabulary counts, a b-tree count.
-            count = self.conn.execute("SELECT count(*) FROM fts_chunks_docsize").fetchone()
-            self._row_count = int(count[0])
-            self._df_version = version
-        out: dict[str, int] = {}
-        for term in trigrams:
-            rows = self._df_cache.get(term)
-            if rows is None:
-                found = self.conn.execute(FTS_TERM_ROWS_SQL, (term,)).fetchone()
-                rows = self._df_cache[term] = 0 if found is None else int(found[0])
-            out[term] = rows
-        return out, self._row_count
+        if version == self._df_version:
+            return
+        self.conn.execute(FTS_VOCAB_SQL)
+        self._df_cache = {}
+        self._word_df_cache = {}
+        # FTS5's own per-row table: the same rows the vocabulary counts, a b-tree count.
+        count = self.conn.execute("SELECT count(*) FROM fts_chunks_docsize").fetchone()
+        self._row_count = int(count[0])
+        self._df_version = version
 
     def fts_ids(self, expr: str) -> frozenset[int]:
         """Every chunk id an FTS5 expression matches (the exclusion scan)."""

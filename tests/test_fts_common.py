@@ -97,15 +97,21 @@ def test_the_leg_reports_what_it_left_out(tmp_path: Path, monkeypatch: pytest.Mo
     assert fts.meta["common_dropped"] == ["system"]
     assert fts.meta["expr"] == '"zephyr"'
     assert [h.chunk_id for h in fts.hits] == [next(iter(_ids(app, "rare.md")))]
+    # The word leg leaves the same word out, and keeps every term for the coverage rule.
+    word = next(leg for leg in legs if leg.name == "word")
+    assert word.meta["common_dropped"] == ["system"]
+    assert word.meta["expr"] == '"zephyr"' and word.meta["terms"] == ["system", "zephyr"]
+    assert [h.chunk_id for h in word.hits] == [h.chunk_id for h in fts.hits]
     # Off: every phrase stays and the leg says nothing.
     (tmp_path / "kb" / "groove.toml").write_text(
-        '[embedder]\nname = "hashing"\n[search]\nfts_common_share = 0\n', encoding="utf-8"
+        '[embedder]\nname = "hashing"\n[search]\nlexical_common_share = 0\n', encoding="utf-8"
     )
     app = open_kb(tmp_path / "kb", index=False)
     _, legs, _ = app.search_explained("system zephyr", limit=3)
     fts = next(leg for leg in legs if leg.name == "fts")
-    assert "common_dropped" not in fts.meta
-    assert len(fts.hits) == 31
+    word = next(leg for leg in legs if leg.name == "word")
+    assert "common_dropped" not in fts.meta and "common_dropped" not in word.meta
+    assert len(fts.hits) == 31 and len(word.hits) == 31
 
 
 def _ids(app: object, path: str) -> frozenset[int]:

@@ -43,22 +43,34 @@ def _trigrams(phrase: str) -> list[str]:
 
 
 def common_phrases(store: Store, phrases: Sequence[str], share: float) -> list[str]:
-    """The phrases whose row count exceeds ``share`` of the chunks (and
+    """The trigram phrases whose row count exceeds ``share`` of the chunks (and
     :data:`COMMON_PHRASE_MIN_ROWS`), the rarest always kept.
 
     A phrase's rows are at most those of its rarest trigram (it contains them all), so that
     count is an upper bound read from the vocabulary without matching the phrase. A bound
     that overestimates can only make a phrase look common when each of its trigrams is,
-    which is what common words are made of. At least one phrase always stays: the one with
-    the fewest rows.
+    which is what common words are made of.
     """
     grams = {p: _trigrams(p) for p in phrases}
     counts, total = store.trigram_rows({g for gs in grams.values() for g in gs})
     bound = {p: min((counts[g] for g in gs), default=0) for p, gs in grams.items()}
+    return _common(phrases, bound, share, total)
+
+
+def common_terms(store: Store, terms: Sequence[str], share: float) -> list[str]:
+    """The word-leg terms in more than ``share`` of the chunks, as :func:`common_phrases`
+    (exact counts for a token; a quoted phrase of tokens is bounded by its rarest one)."""
+    tokens = {t: t.split(" ") for t in terms}
+    counts, total = store.word_rows([w for ws in tokens.values() for w in ws])
+    bound = {t: min(counts[w] for w in ws) for t, ws in tokens.items()}
+    return _common(terms, bound, share, total)
+
+
+def _common(items: Sequence[str], rows: dict[str, int], share: float, total: int) -> list[str]:
     floor = max(share * total, COMMON_PHRASE_MIN_ROWS)
-    common = [p for p in phrases if bound[p] > floor]
-    if len(common) == len(phrases):
-        common.remove(min(phrases, key=lambda p: bound[p]))
+    common = [p for p in items if rows[p] > floor]
+    if common and len(common) == len(items):
+        common.remove(min(items, key=lambda p: rows[p]))
     return common
 
 
@@ -76,7 +88,7 @@ class FTSLeg:
         # phrase such as "している" or "the", in a third of a corpus, costs most of the
         # leg's time while its IDF (near zero) hardly moves the ranking; the query's rare
         # phrases still find the rows (docs/benchmarks.md, "FTS at scale").
-        share = ctx.config.search.fts_common_share
+        share = ctx.config.search.lexical_common_share
         common = common_phrases(ctx.store, ctx.query.positives, share) if share else []
         if common:
             kept = [p for p in ctx.query.positives if p not in common]
@@ -117,10 +129,15 @@ class WordLeg:
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
         terms, truncated = words.query_terms(ctx.query.positive_parts)
-        expr = words.match_expr(terms)
-        if expr is None:
+        if not terms:
             # e.g. a query of hiragana only: nothing this leg can look up.
             return LegResult("word", (), {"skipped": True})
+        # As in the trigram leg: a term in a large share of the chunks costs the most and
+        # ranks the least. ``terms`` stays whole in the meta (the coverage rule's IDF mass).
+        share = ctx.config.search.lexical_common_share
+        common = common_terms(ctx.store, terms, share) if share else []
+        expr = words.match_expr([t for t in terms if t not in common])
+        assert expr is not None  # the rarest term always stays
         if truncated:
             ctx.note(f"the word leg used only the first {words.MAX_TERMS} distinct terms")
         excluded = ctx.excluded_ids()
@@ -134,4 +151,7 @@ class WordLeg:
         weights = (fusion.heading, fusion.context, fusion.content)
         rows = words.search(ctx.store.conn, expr, weights, k, allowed)
         kept = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
-        return LegResult("word", tuple(kept[: ctx.leg_size]), {"expr": expr, "terms": terms})
+        meta: dict[str, Any] = {"expr": expr, "terms": terms}
+        if common:
+            meta["common_dropped"] = common
+        return LegResult("word", tuple(kept[: ctx.leg_size]), meta)
