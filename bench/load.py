@@ -61,6 +61,15 @@ async def client_loop(
     return errors
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def writer(kb: Path, until: float) -> int:
     """Append to a handful of files and re-index, until time is up; returns the runs."""
     files = sorted(kb.rglob("*.md"))[:5]
@@ -79,9 +88,11 @@ def writer(kb: Path, until: float) -> int:
     return runs
 
 
-async def main_async(kb: Path, clients: int, seconds: float) -> None:
+async def main_async(kb: Path, clients: int, seconds: float, readers: int | None = None) -> None:
     port = free_port()
     command = ["serve", "--kb", str(kb), "--transport", "http", "--port", str(port)]
+    if readers is not None:
+        command += ["--readers", str(readers)]
     server = subprocess.Popen(
         [sys.executable, "-m", "groove_core", *command, "--log-level", "warning"],
         env=ENV,
@@ -99,10 +110,12 @@ async def main_async(kb: Path, clients: int, seconds: float) -> None:
                 await asyncio.sleep(0.2)
         queries = golden_queries(kb)
         latencies: list[float] = []
+        cpu_before = cpu_seconds(server.pid)
         until = time.monotonic() + seconds
         write = asyncio.to_thread(writer, kb, until)
         loops = [client_loop(url, queries, n, until, latencies) for n in range(clients)]
         runs, *results = await asyncio.gather(write, *loops)
+        server_cpu = cpu_seconds(server.pid) - cpu_before
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -112,6 +125,7 @@ async def main_async(kb: Path, clients: int, seconds: float) -> None:
         json.dumps(
             {
                 "clients": clients,
+                "readers": readers,
                 "seconds": seconds,
                 "requests": len(latencies),
                 "errors": len(errors),
@@ -120,6 +134,9 @@ async def main_async(kb: Path, clients: int, seconds: float) -> None:
                 "p50_ms": round(statistics.median(ordered) * 1000, 1),
                 "p95_ms": round(ordered[int(len(ordered) * 0.95)] * 1000, 1),
                 "requests_per_s": round(len(latencies) / seconds, 1),
+                "server_cpu_s": round(server_cpu, 1),
+                "server_cpu_ms_per_request": round(server_cpu * 1000 / max(len(latencies), 1), 1),
+                "load_average": [round(x, 1) for x in os.getloadavg()],
             },
             indent=2,
         )
@@ -131,8 +148,9 @@ def main() -> None:
     parser.add_argument("kb", type=Path)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--readers", type=int, default=None, help="serve --readers (default)")
     args = parser.parse_args()
-    asyncio.run(main_async(args.kb, args.clients, args.seconds))
+    asyncio.run(main_async(args.kb, args.clients, args.seconds, args.readers))
 
 
 if __name__ == "__main__":

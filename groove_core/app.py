@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -27,6 +28,10 @@ class Groove:
         self.kb = kb
         self.config = config
         self.plugins = plugins
+        # One index connection per thread: SQLite objects belong to the thread that made
+        # them, and the MCP server searches on several threads at once (WAL lets each
+        # connection read its own snapshot while another process writes).
+        self._local = threading.local()
 
     @classmethod
     def open(
@@ -60,10 +65,10 @@ class Groove:
 
     @property
     def store(self) -> Store:
-        """The open index, reopened when the file was replaced since (``index --rebuild`` or
-        a doctor rebuild in another process): one stat per access. Never inside a read
-        transaction, so one search always reads one file."""
-        current: Store | None = self.__dict__.get("_store")
+        """This thread's open index, reopened when the file was replaced since (``index
+        --rebuild`` or a doctor rebuild in another process): one stat per access. Never
+        inside a read transaction, so one search always reads one file."""
+        current: Store | None = getattr(self._local, "store", None)
         if current is not None and not current.conn.in_transaction and current.replaced():
             import structlog  # ~70 ms to import; only a long-lived server gets here
 
@@ -72,7 +77,7 @@ class Groove:
             current = None
         if current is None:
             current = self._open_store()
-            self.__dict__["_store"] = current
+            self._local.store = current
         return current
 
     def _open_store(self) -> Store:
@@ -87,7 +92,9 @@ class Groove:
         return store
 
     def close(self) -> None:
-        store = self.__dict__.pop("_store", None)
+        """Close this thread's connection (other threads' close with their threads)."""
+        store = getattr(self._local, "store", None)
+        self._local.store = None
         if store is not None:
             store.close()
 

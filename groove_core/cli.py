@@ -377,10 +377,10 @@ def _leg_explain(leg: Any) -> dict[str, Any]:
     """A leg's candidates, its fusion weight (with the rules that changed it) and its own
     expression, where the leg reports them."""
     out: dict[str, Any] = {"name": leg.name, "candidates": len(leg.hits)}
-    for key in ("weight", "weight_reasons", "skipped", "expr"):
+    for key in ("weight", "weight_reasons", "skipped", "expr", "common_dropped"):
         if key in leg.meta:
             value = leg.meta[key]
-            out[key] = list(value) if key == "weight_reasons" else value
+            out[key] = list(value) if key in ("weight_reasons", "common_dropped") else value
     return out
 
 

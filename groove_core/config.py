@@ -118,6 +118,15 @@ class SearchConfig(_Strict):
     default_limit: int = Field(
         10, ge=1, le=200, description="results returned when a search gives no limit"
     )
+    lexical_common_share: float = Field(
+        0.2,
+        ge=0.0,
+        le=1.0,
+        description=(
+            "the lexical legs (trigram, word) leave out a query phrase or term found in more "
+            "than this share of the chunks (the rarest always stays); 0 keeps them all"
+        ),
+    )
     fusion: FusionConfig = FusionConfig()
     mmr: MMRConfig = MMRConfig()
     parent_retriever: ParentRetrieverConfig = ParentRetrieverConfig()

@@ -125,7 +125,8 @@ def groove_cli_commands(cli: click.Group) -> None:
 def groove_mcp_tools(server: Any, app: Groove) -> None:
     """Register extra tools on the MCP server (``@server.tool()``) built for ``app``.
 
-    Synchronous tools run on the server's single worker thread, where ``app`` (the
-    server's own :class:`Groove`, whose SQLite connection lives on that thread) may be
-    used; asynchronous tools must not touch ``app``.
+    Synchronous tools run on the server's worker threads, where ``app`` (the server's own
+    :class:`Groove`, which keeps one SQLite connection per thread and a shared embedder
+    behind a lock) may be used; several may run at once, so a tool keeps any state of its
+    own thread-safe. Asynchronous tools must not touch ``app``.
     """

@@ -161,11 +161,16 @@ class _Walk:
 
 
 def walk_kb(
-    kb: Path, config: GrooveConfig, index_file: Path, skipped: list[tuple[str, str]]
+    kb: Path,
+    config: GrooveConfig,
+    index_file: Path,
+    skipped: list[tuple[str, str]],
+    folders: list[str] | None = None,
 ) -> Iterator[SourceFile]:
     """Regular Markdown files under ``kb``, never leaving it; the rest is added to
     ``skipped`` with the reason (links out of the KB or into ignored folders, loops,
-    FIFOs and devices)."""
+    FIFOs and devices). ``folders`` receives every folder walked (index_status watches
+    their mtimes to know when a walk is needed again)."""
     walk = _Walk(
         kb.resolve(),
         Path(os.path.realpath(index_file)).parent,
@@ -174,6 +179,8 @@ def walk_kb(
     )
     for dirpath, dirnames, filenames in os.walk(walk.root, followlinks=False):
         here = Path(dirpath)
+        if folders is not None:
+            folders.append(dirpath)
         dirnames[:] = sorted(d for d in dirnames if _walk_into(walk, here / d))
         for name in sorted(filenames):
             if not name.lower().endswith(walk.extensions):

@@ -7,7 +7,9 @@ lies outside the folders groove never indexes (``.groove/``, ``.git/``, ignore p
 
 from __future__ import annotations
 
+import os
 import re
+import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
 
 #: ``changes_on_disk``'s default: the app's own store.
 _APP_STORE: Any = object()
+
+#: The ignore file in the KB root; edited in place it changes no folder's mtime.
+IGNORE_FILE = ".grooveignore"
 
 #: How many paths index_status lists per kind of change (the counts are always complete).
 MAX_LISTED_CHANGES = 50
@@ -156,34 +161,108 @@ def changed_since_index(file: KBFile, indexed: dict[str, Any] | None) -> bool | 
     return bool((indexed["size"], indexed["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns))
 
 
-def changes_on_disk(app: Groove, store: Store | None = _APP_STORE) -> dict[str, Any]:
+def changes_on_disk(
+    app: Groove, tracker: DiskTracker | None = None, store: Store | None = _APP_STORE
+) -> dict[str, Any]:
     """Markdown files added, modified (size or mtime) or deleted since they were indexed.
 
+    With a ``tracker`` (a long-lived server), the files on disk come from its cache: a
+    stat per folder and per file instead of a walk with the ignore rules each time.
     ``store``: the index to compare with (default the app's; None: no index yet, every
-    file is added)."""
-    from groove_core.indexer import walk_kb
-
+    file is added).
+    """
+    files = tracker.files(app) if tracker is not None else _walk(app)
     if store is _APP_STORE:
         store = app.store
     indexed = {} if store is None else store.doc_states()
-    limit = app.config.index.max_file_bytes
-    skipped: list[tuple[str, str]] = []
-    added, modified, seen = [], [], set()
-    for src in walk_kb(app.kb, app.config, app.index_file, skipped):
-        if src.size > limit:
-            continue  # the indexer skips it too: it would never stop looking "added"
-        seen.add(src.rel)
-        state = indexed.get(src.rel)
+    added, modified = [], []
+    for rel, (size, mtime_ns) in files.items():
+        state = indexed.get(rel)
         if state is None:
-            added.append(src.rel)
-        elif (state.size, state.mtime_ns) != (src.size, src.mtime_ns):
-            modified.append(src.rel)
-    deleted = sorted(p for p in indexed if p not in seen)
+            added.append(rel)
+        elif (state.size, state.mtime_ns) != (size, mtime_ns):
+            modified.append(rel)
+    deleted = sorted(p for p in indexed if p not in files)
     out: dict[str, Any] = {"up_to_date": not (added or modified or deleted)}
     for kind, paths in (("added", added), ("modified", modified), ("deleted", deleted)):
         out[f"{kind}_count"] = len(paths)
         out[kind] = paths[:MAX_LISTED_CHANGES]
     return out
+
+
+#: (size, mtime_ns) of a file on disk, by KB-relative path.
+_Files = dict[str, tuple[int, int]]
+
+
+def _walk(app: Groove, folders: list[str] | None = None) -> _Files:
+    """The Markdown files the indexer would index, as the indexer finds them."""
+    from groove_core.indexer import walk_kb
+
+    limit = app.config.index.max_file_bytes
+    skipped: list[tuple[str, str]] = []
+    found: _Files = {}
+    for src in walk_kb(app.kb, app.config, app.index_file, skipped, folders):
+        if src.size > limit:
+            continue  # the indexer skips it too: it would never stop looking "added"
+        found[src.rel] = (src.size, src.mtime_ns)
+    return found
+
+
+def _mtime(path: str) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+class DiskTracker:
+    """The KB's Markdown files for index_status, walked again only when a folder changed.
+
+    A full walk applies the ignore rules and resolves links for every file (88 ms for
+    1.1k files). Adding, deleting or renaming a file changes its folder's mtime, and an
+    edit in place changes the file's own, so between walks a stat of every folder walked
+    and of every file found tells the same story: the walk is repeated only when a folder
+    (or the ignore file) changed, and otherwise each file's size and mtime are re-read.
+    Shared by the server's worker threads, hence the lock.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._folders: dict[str, int | None] = {}
+        self._paths: dict[str, str] = {}  # rel -> path to stat
+        self._files: _Files = {}
+        self.walks = 0  # full walks done (for tests)
+
+    def files(self, app: Groove) -> _Files:
+        with self._lock:
+            if not self._folders or self._folders_changed():
+                self._rewalk(app)
+                return dict(self._files)
+            return self._restat(app)
+
+    def _folders_changed(self) -> bool:
+        return any(_mtime(folder) != seen for folder, seen in self._folders.items())
+
+    def _rewalk(self, app: Groove) -> None:
+        folders: list[str] = []
+        self._files = _walk(app, folders)
+        self.walks += 1
+        root = app.kb.resolve()
+        self._paths = {rel: str(root / rel) for rel in self._files}
+        watched = [*folders, str(root / IGNORE_FILE)]
+        self._folders = {folder: _mtime(folder) for folder in watched}
+
+    def _restat(self, app: Groove) -> _Files:
+        limit = app.config.index.max_file_bytes
+        out: _Files = {}
+        for rel, path in self._paths.items():
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue  # gone (its folder's mtime will say so on the next call too)
+            if st.st_size <= limit:
+                out[rel] = (st.st_size, st.st_mtime_ns)
+        return out
 
 
 def iso_time(seconds: float | None) -> str | None:

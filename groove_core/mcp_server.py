@@ -17,6 +17,7 @@ import functools
 import inspect
 import json
 import re
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeVar
@@ -31,6 +32,7 @@ from groove_core import __version__
 from groove_core.app import Groove
 from groove_core.filters import GlobError
 from groove_core.kb_files import (
+    DiskTracker,
     DocumentError,
     changed_since_index,
     changes_on_disk,
@@ -45,7 +47,10 @@ from groove_core.query import MAX_QUERY_CHARS, QueryError
 from groove_core.store import classify_error, sqlite_errors
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from groove_core.context import SearchOption
+    from groove_core.embedding import Embedder
     from groove_core.several import NamedKb
 
 T = TypeVar("T")
@@ -270,23 +275,36 @@ class StatusOut(BaseModel):
 # -- the groove thread -------------------------------------------------------------------
 
 
-class GrooveThread:
-    """Runs every call into groove on one dedicated thread.
+#: Worker threads of the server, each with its own index connection. SQLite releases the
+#: GIL while a statement runs and numpy while it multiplies, so on a 2-core machine a few
+#: searches really do run at once; more workers than that only queue inside the process.
+#: Two, not more, by default: each connection of an index over 5,000 chunks keeps its own
+#: in-memory vector matrix (about 216 MiB at 100k chunks), not yet shared between them.
+DEFAULT_READERS = 2
 
-    The index connection (SQLite objects belong to the thread that made them) and the
-    embedder are not shared across threads, while the event loop must stay free to serve
-    other requests; one worker thread satisfies both. SQLite WAL still lets ``groove index``
-    write from another process meanwhile.
+
+class GrooveThread:
+    """Runs every call into groove on a small pool of worker threads.
+
+    Each worker opens its own index connection (``Groove.store`` is per thread: SQLite
+    objects belong to the thread that made them), so searches run in parallel, each in one
+    read transaction of its own (WAL gives every connection its own snapshot, and lets
+    ``groove index`` write from another process meanwhile). The event loop stays free to
+    serve other requests. The embedder is shared, behind a lock (:class:`LockedEmbedder`).
+    ``workers=1`` is the old single-thread behaviour.
     """
 
-    def __init__(self) -> None:
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="groove-mcp")
+    def __init__(self, workers: int = DEFAULT_READERS) -> None:
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers}")
+        self.workers = workers
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="groove-mcp")
 
     async def run(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> T:
         return await asyncio.wrap_future(self._pool.submit(fn, *args, **kwargs))
 
     def on_thread(self, fn: Callable[..., Any]) -> Callable[..., Any]:
-        """An async version of a sync tool function that runs it on this thread."""
+        """An async version of a sync tool function that runs it on a worker thread."""
         if inspect.iscoroutinefunction(fn):
             return fn
 
@@ -295,6 +313,49 @@ class GrooveThread:
             return await self.run(fn, *args, **kwargs)
 
         return wrapper
+
+
+class LockedEmbedder:
+    """An embedder shared by the worker threads, one call at a time.
+
+    The embedder protocol promises nothing about threads: a plugin's model may keep
+    per-call state, load itself lazily on first use (two threads would load it twice), or
+    hold a client session. A query embedding is a few milliseconds of a search's time, so
+    serialising it costs little, while the SQLite legs still overlap. The embedder itself
+    is built on first use (``make`` may raise, e.g. an unknown embedder name, and that is a
+    tool error, not a server that fails to start).
+    """
+
+    def __init__(self, make: Callable[[], Embedder]) -> None:
+        self._make = make
+        self._inner: Embedder | None = None
+        self._build_lock = threading.Lock()
+        self._call_lock = threading.Lock()
+
+    @property
+    def inner(self) -> Embedder:
+        with self._build_lock:
+            if self._inner is None:
+                self._inner = self._make()
+            return self._inner
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        inner = self.inner
+        with self._call_lock:
+            return inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        inner = self.inner
+        with self._call_lock:
+            return inner.embed_query(text)
 
 
 class PluginServer:
@@ -563,12 +624,13 @@ def fit_status(payload: dict[str, Any], budget: int) -> dict[str, Any]:
 
 
 class _Tools:
-    """The built-in tools' bodies: plain functions run on the groove thread."""
+    """The built-in tools' bodies: plain functions run on the worker threads."""
 
     def __init__(self, app: Groove, budget: int, option_names: Sequence[str]) -> None:
         self.app = app
         self.budget = budget
         self.option_names = tuple(option_names)
+        self.disk = DiskTracker()
 
     def search(
         self, query: str, limit: int, path: str | None, tags: list[str] | None, **options: Any
@@ -780,7 +842,7 @@ class _Tools:
             ),
             last_indexed=iso_time(max((d["indexed_at"] for d in docs), default=None)),
             plugins=[i.name for i in self.app.plugins.infos if i.status == "enabled"],
-            changes_on_disk=ChangesOut(**changes_on_disk(self.app)),
+            changes_on_disk=ChangesOut(**changes_on_disk(self.app, self.disk)),
             incomplete=note is not None,
             incomplete_note=note,
         )
@@ -983,26 +1045,30 @@ def _add_reading_tools(server: MCPServer, tools: _Tools, thread: GrooveThread) -
 
 
 def _server_app(app: Groove) -> Groove:
-    """A Groove of its own for the server, sharing config, plugins and a loaded embedder.
+    """A Groove of its own for the server, sharing config, plugins and the embedder (behind
+    a lock, so that workers never race to build or load it).
 
-    Its index connection is then opened on the groove thread, whatever the caller did with
-    ``app`` on other threads before.
+    Its index connections are then opened on the worker threads, whatever the caller did
+    with ``app`` on other threads before.
     """
     from groove_core.app import Groove
 
     own = Groove(app.kb, app.config, app.plugins)
-    if "embedder" in app.__dict__:
-        own.__dict__["embedder"] = app.__dict__["embedder"]
+    own.__dict__["embedder"] = LockedEmbedder(lambda: app.embedder)
     return own
 
 
 def build_mcp_server(
-    app: Groove | Sequence[NamedKb], *, max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS
+    app: Groove | Sequence[NamedKb],
+    *,
+    max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
+    readers: int = DEFAULT_READERS,
 ) -> MCPServer:
     """An MCP server for ``app``'s knowledge base with the tools of every enabled plugin;
     given several named KBs, one server for all of them (see :mod:`groove_core.several_mcp`).
 
-    ``max_response_chars`` caps the JSON text of each built-in tool's response.
+    ``max_response_chars`` caps the JSON text of each built-in tool's response; ``readers``
+    is the number of worker threads (each with its own index connection).
     """
     if max_response_chars < MIN_RESPONSE_CHARS:
         raise ValueError(
@@ -1016,7 +1082,7 @@ def build_mcp_server(
             return build_several_server(kbs, max_response_chars)
         app = kbs[0].app
     own = _server_app(app)
-    thread = GrooveThread()
+    thread = GrooveThread(readers)
     server: MCPServer = MCPServer("groove", version=__version__, instructions=INSTRUCTIONS)
     options = _usable_options(own)
     tools = _Tools(own, max_response_chars, [o.name for o in options])
@@ -1026,4 +1092,11 @@ def build_mcp_server(
     return server
 
 
-__all__ = ["DEFAULT_MAX_RESPONSE_CHARS", "build_mcp_server", "fit_search"]
+__all__ = [
+    "DEFAULT_MAX_RESPONSE_CHARS",
+    "DEFAULT_READERS",
+    "GrooveThread",
+    "LockedEmbedder",
+    "build_mcp_server",
+    "fit_search",
+]

@@ -13,7 +13,7 @@ The user-facing syntax is described in ``docs/query-syntax.md``.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +25,7 @@ __all__ = [
     "QueryError",
     "QueryWarning",
     "check_length",
+    "match_expression",
     "normalize",
     "parse_query",
 ]
@@ -319,6 +320,12 @@ def _quote(phrase: str) -> str:
 
 def _or_expr(phrases: Iterable[str]) -> str:
     return " OR ".join(_quote(p) for p in phrases)
+
+
+def match_expression(positives: Sequence[str], negatives: Sequence[str]) -> str:
+    """The MATCH expression of these phrases, as :func:`parse_query` writes it (for a leg
+    that searches with fewer phrases than the query has)."""
+    return _match_expr(tuple(positives), tuple(negatives))
 
 
 def _match_expr(positives: tuple[str, ...], negatives: tuple[str, ...]) -> str:

@@ -27,6 +27,7 @@ from groove_core.mcp_http import (
 #: Mirror groove_core.mcp_server's constants without importing the MCP SDK (a test pins them).
 DEFAULT_MAX_RESPONSE_CHARS = 40_000
 MIN_RESPONSE_CHARS = 2_000
+DEFAULT_READERS = 4
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,14 @@ def configure_logging(level: str) -> None:
     "as truncated.",
 )
 @click.option(
+    "--readers",
+    type=click.IntRange(1, 64),
+    default=DEFAULT_READERS,
+    show_default=True,
+    help="Worker threads answering tool calls, each with its own index connection: searches "
+    "from several clients run in parallel.",
+)
+@click.option(
     "--watch",
     is_flag=True,
     help="Keep the index current while serving (re-index on file changes, debounced).",
@@ -150,6 +159,7 @@ def serve_cmd(
     max_connections: int,
     read_timeout: float,
     max_response_chars: int,
+    readers: int,
     watch: bool,
     log_level: str,
 ) -> None:
@@ -166,7 +176,7 @@ def serve_cmd(
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
     folders = handle_errors(_search_folders)(kbs, all_kbs)
     handle_errors(_serve)(
-        folders, config_path, transport, http, max_response_chars, watch, log_level
+        folders, config_path, transport, http, max_response_chars, readers, watch, log_level
     )
 
 
@@ -192,6 +202,7 @@ def _serve(
     transport: str,
     http: HttpOptions,
     max_chars: int,
+    readers: int,
     watch: bool,
     log_level: str,
 ) -> None:
@@ -218,7 +229,7 @@ def _serve(
             Watcher(app).start()
         elif not app.index_file.exists():
             log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(app.kb))
-    server = build_mcp_server(served, max_response_chars=max_chars)
+    server = build_mcp_server(served, max_response_chars=max_chars, readers=readers)
     kb = ", ".join(str(app.kb) for app in apps)
     log.info("serving", kb=kb, transport=transport, max_response_chars=max_chars)
     if transport == "stdio":

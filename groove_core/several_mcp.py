@@ -120,7 +120,9 @@ def _errors(kbs: Sequence[NamedKb], name: str, fn: Callable[..., T]) -> Callable
 
 def build_several_server(kbs: Sequence[NamedKb], max_response_chars: int) -> MCPServer:
     check_same_embedder(kbs)
-    thread = GrooveThread()
+    # One worker: these apps' embedders are not behind the reader pool's lock (the
+    # single-KB server's _server_app), so several KBs are served one call at a time.
+    thread = GrooveThread(1)
     server: MCPServer = MCPServer("groove", version=__version__, instructions=instructions(kbs))
     options = _usable_options(kbs[0].app)
     several = _Several(kbs, max_response_chars, [o.name for o in options])

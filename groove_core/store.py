@@ -86,6 +86,12 @@ FTS_RANKED_FILTERED_SQL = (
 )
 #: The exclusion id scan: no bm25, no ORDER BY (ADR-0011).
 FTS_IDS_SQL = "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
+#: Rows per trigram, for the common-phrase rule of the FTS leg. The fts5vocab view lives in
+#: the connection's temp schema, so the index file and its schema are unchanged.
+FTS_VOCAB_SQL = (
+    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_vocab USING fts5vocab(main, fts_chunks, row)"
+)
+FTS_TERM_ROWS_SQL = "SELECT doc FROM temp.fts_vocab WHERE term = ?"
 
 #: Meta key present while an index run that fills the index from empty is unfinished.
 INCOMPLETE_KEY = "incomplete_since"
@@ -348,6 +354,11 @@ class Store:
         self.identity: tuple[int, int] | None = None
         self._matrix: _VectorMatrix | None = None
         self._knn_calls = 0
+        # Trigram and word row counts and the row count, valid for one PRAGMA data_version.
+        self._df_version: int | None = None
+        self._df_cache: dict[str, int] = {}
+        self._word_df_cache: dict[str, int] = {}
+        self._row_count = 0
 
     # -- opening -------------------------------------------------------------------------
 
@@ -709,6 +720,42 @@ class Store:
             ids = json.dumps(sorted(allowed))
             rows = self.conn.execute(FTS_RANKED_FILTERED_SQL, (*weights, match_expr, ids, limit))
         return [(int(r[0]), float(r[1])) for r in rows]
+
+    def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
+        """(rows containing each trigram, rows in all) from the FTS table's vocabulary.
+
+        Counting a trigram's rows reads its whole doclist, which for a common one costs as
+        much as matching it: the counts are cached until another connection commits
+        (``PRAGMA data_version``), and the common trigrams are the ones every query shares.
+        """
+        self._check_vocab_version()
+        missing = [t for t in dict.fromkeys(trigrams) if t not in self._df_cache]
+        for term in missing:
+            found = self.conn.execute(FTS_TERM_ROWS_SQL, (term,)).fetchone()
+            self._df_cache[term] = 0 if found is None else int(found[0])
+        return {t: self._df_cache[t] for t in trigrams}, self._row_count
+
+    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(chunks containing each single-token term, chunks in all) from the word table's
+        vocabulary, cached like :meth:`trigram_rows`."""
+        self._check_vocab_version()
+        single = [t for t in dict.fromkeys(terms) if " " not in t]
+        missing = [t for t in single if t not in self._word_df_cache]
+        if missing:
+            self._word_df_cache.update(words.document_frequencies(self.conn, missing))
+        return {t: self._word_df_cache[t] for t in single}, self._row_count
+
+    def _check_vocab_version(self) -> None:
+        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        if version == self._df_version:
+            return
+        self.conn.execute(FTS_VOCAB_SQL)
+        self._df_cache = {}
+        self._word_df_cache = {}
+        # FTS5's own per-row table: the same rows the vocabulary counts, a b-tree count.
+        count = self.conn.execute("SELECT count(*) FROM fts_chunks_docsize").fetchone()
+        self._row_count = int(count[0])
+        self._df_version = version
 
     def fts_ids(self, expr: str) -> frozenset[int]:
         """Every chunk id an FTS5 expression matches (the exclusion scan)."""

@@ -128,9 +128,9 @@ def _coverage(store: Store, leg: LegResult, chunks: int) -> float | None:
         return None
     from groove_core.query import normalize
 
-    idf = {
-        t: words.idf(df, chunks) for t, df in words.document_frequencies(store.conn, terms).items()
-    }
+    # Cached per data_version by the store: at 100k chunks counting the common terms' rows
+    # on every query cost as much as the word leg itself.
+    idf = {t: words.idf(df, chunks) for t, df in store.word_rows(terms)[0].items()}
     mass = sum(idf.values())
     if mass <= 0:
         return None

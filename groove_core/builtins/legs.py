@@ -3,24 +3,101 @@ tokens, bm25; see groove_core.words) and vector (sqlite-vec)."""
 
 from __future__ import annotations
 
+import unicodedata
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
 from groove_core import words
 from groove_core.context import QueryContext
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
+from groove_core.query import match_expression
+
+if TYPE_CHECKING:
+    from groove_core.store import Store
+
+
+#: A phrase in fewer rows than this is never left out, whatever its share: matching it
+#: costs a few milliseconds at most (docs/benchmarks.md), and on a small corpus a share says
+#: little (one long note can hold a "common" phrase).
+COMMON_PHRASE_MIN_ROWS = 1_000
+
+
+def _fold(ch: str) -> str:
+    """``ch`` as the trigram tokenizer indexes it: case folded and, for the Latin-range
+    scripts its ``remove_diacritics 1`` covers, without combining marks (kana keep their
+    voicing marks). A mismatch only makes a trigram look rare, so a phrase is kept."""
+    low = ch.lower()
+    if len(low) != 1:
+        return ch
+    if ord(low) < 0x2000:
+        base = "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
+        if len(base) == 1:
+            return base
+    return low
+
+
+def _trigrams(phrase: str) -> list[str]:
+    folded = "".join(_fold(ch) for ch in phrase)
+    return [folded[i : i + 3] for i in range(len(folded) - 2)]
+
+
+def common_phrases(store: Store, phrases: Sequence[str], share: float) -> list[str]:
+    """The trigram phrases whose row count exceeds ``share`` of the chunks (and
+    :data:`COMMON_PHRASE_MIN_ROWS`), the rarest always kept.
+
+    A phrase's rows are at most those of its rarest trigram (it contains them all), so that
+    count is an upper bound read from the vocabulary without matching the phrase. A bound
+    that overestimates can only make a phrase look common when each of its trigrams is,
+    which is what common words are made of.
+    """
+    grams = {p: _trigrams(p) for p in phrases}
+    counts, total = store.trigram_rows({g for gs in grams.values() for g in gs})
+    bound = {p: min((counts[g] for g in gs), default=0) for p, gs in grams.items()}
+    return _common(phrases, bound, share, total)
+
+
+def common_terms(store: Store, terms: Sequence[str], share: float) -> list[str]:
+    """The word-leg terms in more than ``share`` of the chunks, as :func:`common_phrases`
+    (exact counts for a token; a quoted phrase of tokens is bounded by its rarest one)."""
+    tokens = {t: t.split(" ") for t in terms}
+    counts, total = store.word_rows([w for ws in tokens.values() for w in ws])
+    bound = {t: min(counts[w] for w in ws) for t, ws in tokens.items()}
+    return _common(terms, bound, share, total)
+
+
+def _common(items: Sequence[str], rows: dict[str, int], share: float, total: int) -> list[str]:
+    floor = max(share * total, COMMON_PHRASE_MIN_ROWS)
+    common = [p for p in items if rows[p] > floor]
+    if common and len(common) == len(items):
+        common.remove(min(items, key=lambda p: rows[p]))
+    return common
 
 
 class FTSLeg:
-    """bm25 over heading / context / content with the configured column weights."""
+    """bm25 over heading / context / content with the configured column weights, without
+    the query's common phrases (:func:`common_phrases`)."""
 
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
         expr = ctx.query.match_expr
         if ctx.query.fts_skipped or expr is None:
             return LegResult("fts", (), {"skipped": True})
+        meta: dict[str, Any] = {}
+        # bm25 scores every row an expression matches before its LIMIT (SPEC P3), so a
+        # phrase such as "している" or "the", in a third of a corpus, costs most of the
+        # leg's time while its IDF (near zero) hardly moves the ranking; the query's rare
+        # phrases still find the rows (docs/benchmarks.md, "FTS at scale").
+        share = ctx.config.search.lexical_common_share
+        common = common_phrases(ctx.store, ctx.query.positives, share) if share else []
+        if common:
+            kept = [p for p in ctx.query.positives if p not in common]
+            expr = match_expression(kept, ctx.query.negatives)
+            meta = {"expr": expr, "common_dropped": common}
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
         rows = ctx.store.fts_search(expr, weights, ctx.leg_size, ctx.allowed_ids())
-        return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows))
+        return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows), meta)
 
 
 class VectorLeg:
@@ -52,10 +129,15 @@ class WordLeg:
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
         terms, truncated = words.query_terms(ctx.query.positive_parts)
-        expr = words.match_expr(terms)
-        if expr is None:
+        if not terms:
             # e.g. a query of hiragana only: nothing this leg can look up.
             return LegResult("word", (), {"skipped": True})
+        # As in the trigram leg: a term in a large share of the chunks costs the most and
+        # ranks the least. ``terms`` stays whole in the meta (the coverage rule's IDF mass).
+        share = ctx.config.search.lexical_common_share
+        common = common_terms(ctx.store, terms, share) if share else []
+        expr = words.match_expr([t for t in terms if t not in common])
+        assert expr is not None  # the rarest term always stays
         if truncated:
             ctx.note(f"the word leg used only the first {words.MAX_TERMS} distinct terms")
         excluded = ctx.excluded_ids()
@@ -69,4 +151,7 @@ class WordLeg:
         weights = (fusion.heading, fusion.context, fusion.content)
         rows = words.search(ctx.store.conn, expr, weights, k, allowed)
         kept = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
-        return LegResult("word", tuple(kept[: ctx.leg_size]), {"expr": expr, "terms": terms})
+        meta: dict[str, Any] = {"expr": expr, "terms": terms}
+        if common:
+            meta["common_dropped"] = common
+        return LegResult("word", tuple(kept[: ctx.leg_size]), meta)
