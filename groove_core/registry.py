@@ -70,8 +70,10 @@ def load_registry() -> dict[str, KbEntry]:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
         return {}
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ConfigError(f"cannot read the registry of knowledge bases {path}: {err}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
+        # RecursionError: a file of nested brackets, which json parses by recursion.
+        reason = "nested too deeply" if isinstance(err, RecursionError) else str(err)
+        raise ConfigError(f"cannot read the registry of knowledge bases {path}: {reason}") from None
     kbs = data.get("kbs") if isinstance(data, dict) else None
     if not isinstance(kbs, dict):
         raise ConfigError(f"the registry of knowledge bases {path} has no 'kbs' table")
@@ -79,7 +81,12 @@ def load_registry() -> dict[str, KbEntry]:
     for name, entry in kbs.items():
         if not (isinstance(entry, dict) and isinstance(entry.get("path"), str)):
             raise ConfigError(f"the registry {path}: entry {name!r} has no 'path'")
-        out[name] = KbEntry(name, Path(entry["path"]), str(entry.get("description", "")))
+        # A hand-edited file is checked as `groove kb add` checks: names and descriptions
+        # reach the MCP schema and the server's instructions.
+        description = str(entry.get("description", ""))
+        if len(description) > MAX_DESCRIPTION_CHARS:
+            raise ConfigError(f"the registry {path}: the description of {name!r} is too long")
+        out[check_name(name)] = KbEntry(name, Path(entry["path"]), description)
     return out
 
 

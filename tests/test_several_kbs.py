@@ -99,12 +99,22 @@ def test_adding_a_taken_name_is_refused(two_kbs: tuple[Path, Path]) -> None:
     assert load_registry()["notes"].path == a.resolve()
 
 
-def test_a_damaged_registry_is_reported(config_home: Path) -> None:
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("{not json", "cannot read the registry"),
+        ("[" * 200_000, "nested too deeply"),  # json recurses: once a RecursionError
+        ('{"kbs": {"../x": {"path": "/"}}}', "invalid knowledge base name"),
+        ('{"kbs": {"a": {"path": "/", "description": "' + "d" * 600 + '"}}}', "too long"),
+    ],
+    ids=["not-json", "deep", "bad-name", "long-description"],
+)
+def test_a_damaged_registry_is_reported(config_home: Path, text: str, message: str) -> None:
     config_home.mkdir()
-    (config_home / "kbs.json").write_text("{not json", encoding="utf-8")
+    (config_home / "kbs.json").write_text(text, encoding="utf-8")
     result = CliRunner().invoke(build_cli(None), ["kb", "list"])
-    assert result.exit_code == 1
-    assert "cannot read the registry" in result.output
+    assert result.exit_code == 1, result.output
+    assert message in result.output
 
 
 def test_kb_accepts_a_registered_name(two_kbs: tuple[Path, Path]) -> None:
