@@ -152,6 +152,7 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
         guard: ClassVar[HttpLimits] = limits
         _deadline: asyncio.TimerHandle | None = None
         _waiting_since = 0.0
+        _busy_since = 0.0
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -185,6 +186,8 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
 
         def _disarm_when_received(self) -> None:
             if self.conn.their_state in received:
+                if self._deadline is not None:
+                    self._busy_since = self.loop.time()
                 self._disarm()
 
         def _too_slow(self) -> None:
@@ -194,14 +197,21 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
                 self.transport.close()
 
         def _make_room(self) -> None:
-            waiting = [
-                c
-                for c in self.connections
-                if isinstance(c, GuardedH11Protocol) and c is not self and c._deadline
+            others = [
+                c for c in self.connections if isinstance(c, GuardedH11Protocol) and c is not self
             ]
-            oldest = min(waiting, key=lambda c: c._waiting_since, default=None)
-            _log.debug("connection cap reached: closing the one waiting longest for a request")
-            (oldest or self).transport.close()
+            waiting = [c for c in others if c._deadline]
+            if waiting:
+                oldest = min(waiting, key=lambda c: c._waiting_since)
+                _log.debug("connection cap reached: closing the one waiting longest for a request")
+            else:
+                # Every slot holds an answer in progress. Event streams (GET /mcp) stay open
+                # for as long as a client likes: closing the longest-running one, rather than
+                # the newcomer, keeps a handful of held streams from locking every other
+                # client out. A search takes milliseconds, so it is rarely the oldest.
+                oldest = min(others, key=lambda c: c._busy_since, default=self)
+                _log.debug("connection cap reached: closing the longest-running answer")
+            oldest.transport.close()
 
     return GuardedH11Protocol
 

@@ -123,6 +123,44 @@ def test_slow_connections_cannot_lock_out_a_real_client(notes_kb: Path) -> None:
                 sock.close()
 
 
+def _session(port: int) -> str:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    conn.request("POST", "/mcp", body=json.dumps(INIT), headers=base)
+    response = conn.getresponse()
+    session = response.getheader("mcp-session-id")
+    response.read()
+    conn.close()
+    assert session, "the server gave no session id"
+    return session
+
+
+def test_held_event_streams_cannot_lock_out_a_real_client(notes_kb: Path) -> None:
+    """As many open GET /mcp event streams as the cap: the old server closed every newcomer
+    (their requests were whole, so none counted as slow) for as long as the streams stayed."""
+    open_kb(notes_kb)
+    with serve(notes_kb, "--max-connections", "3", "--read-timeout", "2") as (port, _):
+        streams = []
+        for _ in range(3):
+            session = _session(port)  # its own connection, closed before the stream opens
+            sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            sock.sendall(
+                (
+                    "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+                    f"mcp-session-id: {session}\r\nmcp-protocol-version: 2025-06-18\r\n\r\n"
+                ).encode()
+            )
+            assert sock.recv(64).startswith(b"HTTP/1.1 200"), "no event stream opened"
+            streams.append(sock)
+        try:
+            time.sleep(2.5)  # past the read timeout: the streams are not slow senders
+            status, _body = _post(port, {})
+            assert status == 200
+        finally:
+            for sock in streams:
+                sock.close()
+
+
 # -- 5. authentication and Host/Origin checks ---------------------------------------------
 
 
