@@ -110,8 +110,14 @@ class JsonClient:
         return key
 
     def _scrub(self, text: str) -> str:
+        """``text`` (a server's error body, which may echo the request) without the API key
+        or the password of a ``user:password@`` base URL."""
         key = os.environ.get(self.api_key_env) if self.api_key_env else None
-        return text.replace(key, "***") if key else text
+        password = urlsplit(self.base_url).password
+        for secret in (key, password and unquote(password), password):
+            if secret:
+                text = text.replace(secret, "***")
+        return text
 
     def post(self, path: str, payload: dict[str, Any]) -> Any:
         """The decoded JSON answer to ``payload`` POSTed at ``base_url + path``."""

@@ -65,3 +65,15 @@ def test_a_redirect_is_refused_and_the_key_goes_nowhere(
         server.shutdown()
     assert "302" in str(err.value) and "sk-SECRET123" not in str(err.value)
     assert seen == []  # urllib's default handler re-sent the request, key and all
+
+
+def test_error_bodies_lose_the_key_and_the_url_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TEST_MODEL_KEY", "sk-SECRET123")
+    client = JsonClient(
+        "http://user:p%40ss-word@127.0.0.1:9/v1",
+        timeout=1,
+        retry=RetryPolicy(max_retries=0),
+        api_key_env="TEST_MODEL_KEY",
+    )
+    echoed = "bad request: key sk-SECRET123, password p@ss-word (p%40ss-word)"
+    assert client._scrub(echoed) == "bad request: key ***, password *** (***)"
