@@ -27,7 +27,7 @@ from groove_core.mcp_http import (
 #: Mirror groove_core.mcp_server's constants without importing the MCP SDK (a test pins them).
 DEFAULT_MAX_RESPONSE_CHARS = 40_000
 MIN_RESPONSE_CHARS = 2_000
-DEFAULT_READERS = 4
+DEFAULT_READERS = 2
 
 
 @dataclass(frozen=True)
