@@ -11,7 +11,6 @@ per-connection cache of vocabulary counts (what a fresh process pays).
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import queries
+from timing import pct
 
 from groove_core.app import Groove
 from groove_core.config import SearchConfig, load_config
@@ -31,12 +31,6 @@ def app_with(kb: Path, share: float) -> Groove:
     search = SearchConfig(**{**config.search.model_dump(), "lexical_common_share": share})
     config = config.model_copy(update={"search": search})
     return Groove(kb, config, make_plugin_manager(config))
-
-
-def pct(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:.1f} / {p95 * 1000:.1f}"
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import queries
+from timing import pct
 
 from groove_core import words
 from groove_core.app import Groove
@@ -75,12 +76,6 @@ def word_leg(store: Store, text: str, share: float = 0.0) -> list[int]:
     if expr is None:
         return []
     return [cid for cid, _ in words.search(store.conn, expr, WEIGHTS, LEG_SIZE, None)]
-
-
-def pct(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:.1f} / {p95 * 1000:.1f}"
 
 
 def main() -> None:

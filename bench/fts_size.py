@@ -21,7 +21,6 @@ bench/scale.py, the three tables interleaved query by query.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import tempfile
 import time
@@ -31,6 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import queries
+from timing import pct
 
 from groove_core.app import Groove
 from groove_core.query import parse_query
@@ -74,12 +74,6 @@ def can_highlight(conn: Any, expr: str) -> str:
     except Exception as err:  # the contentless table refuses: that is the finding
         return f"no ({str(err)[:60]})"
     return "yes" if row and row[0] and "[" in row[0] else f"no ({row!r:.40})"
-
-
-def pct(samples: list[float]) -> str:
-    ordered = sorted(samples)
-    p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
-    return f"{statistics.median(ordered) * 1000:.1f} / {p95 * 1000:.1f}"
 
 
 def main() -> None:

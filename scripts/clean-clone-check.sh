@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Clone the committed HEAD into an empty temporary folder — nothing beside it, so nothing
-# outside the repository (no ../shared, no .venv, no built index) can be leaned on — and
-# run there the README's first command (scripts/demo.sh: set-up, index, search) and the
+# outside the repository (no data beside the checkout, no .venv, no built index) can be
+# leaned on — and run there the README's first command (scripts/demo.sh: set-up, index, search) and the
 # tests that read the committed evaluation collections under evaldata/.
 #
 # What a new user gets from `git clone`: uncommitted changes are not checked. The clone
