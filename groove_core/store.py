@@ -268,6 +268,31 @@ def connect(path: Path | str) -> Any:
     return conn
 
 
+#: How long opening waits for another process's hold on a new index (e.g. two `groove
+#: index` runs started together, one creating the schema): the busy timeout's length.
+_WAL_WAIT_SECONDS = 30.0
+
+
+def _enter_wal(conn: Any) -> None:
+    """Put the connection in WAL mode, waiting while another process holds the file.
+
+    Switching the journal mode takes an exclusive lock, and SQLite answers SQLITE_BUSY at
+    once instead of calling the busy handler: of two index runs started together on a new
+    KB, one in about thirty failed with "database is locked" (a CI run hit it).
+    """
+    deadline = time.monotonic() + _WAL_WAIT_SECONDS
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite_errors() as err:
+            if error_kind(err) != "environment" or "locked" not in str(err):
+                raise
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 def sqlite_errors() -> tuple[type[BaseException], ...]:
     """The database errors of the SQLite module groove uses (imported lazily)."""
     import pysqlite3.dbapi2 as sqlite3
@@ -393,7 +418,7 @@ class Store:
         identity = file_identity(path)
         try:
             conn = connect(path)
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enter_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite_errors() as err:
             raise classify_error(err, label, "opening") from None

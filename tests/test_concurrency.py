@@ -93,3 +93,20 @@ def test_two_index_runs_at_once_both_complete(tmp_path: Path) -> None:
     store = Store.open(Groove.open(kb).index_file)
     assert check_consistency(store).ok
     assert store.counts()["documents"] == 300
+
+
+def test_index_runs_started_together_on_a_new_kb_all_open_it(tmp_path: Path) -> None:
+    # Switching a new index to WAL answered "database is locked" at once, without waiting,
+    # to about one run in thirty started beside another (seen in CI); pairs on fresh KBs.
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    for round_ in range(10):
+        kb = make_kb(
+            tmp_path / f"kb{round_}",
+            {f"n{i}.md": f"# N{i}\n\ntext {i}\n" for i in range(20)},
+            config='[embedder]\nname = "hashing"\n',
+        )
+        command = [sys.executable, "-m", "groove_core", "index", str(kb), "--quiet"]
+        procs = [subprocess.Popen(command, stderr=subprocess.PIPE, env=env) for _ in range(2)]
+        for proc in procs:
+            _out, err = proc.communicate(timeout=120)
+            assert proc.returncode == 0, err.decode()
