@@ -256,10 +256,24 @@ def cost_ratio(
     burst on one side moves one round, a real regression moves every round. Guard
     performance with this, never with absolute times. Pass ``clock=time.process_time``
     when the work spreads over threads of its own (BLAS threads): their CPU time counts.
+
+    The garbage collector is paused while measuring: a full collection costs in proportion
+    to every object the process holds (a whole test session's), so it would charge the side
+    that allocates more for objects that are not its own.
     """
+    import gc
+
     ratios = []
-    for _ in range(rounds):
-        ratios.append(_best_time(numerator, repeat, clock) / _best_time(denominator, repeat, clock))
+    gc.collect()
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(rounds):
+            numer = _best_time(numerator, repeat, clock)
+            ratios.append(numer / _best_time(denominator, repeat, clock))
+    finally:
+        if paused:
+            gc.enable()
     return statistics.median(ratios)
 
 
