@@ -100,19 +100,23 @@ class FTSLeg:
         return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows), meta)
 
 
+def _scope(ctx: QueryContext) -> tuple[frozenset[int] | None, frozenset[int], int]:
+    """(chunk ids the filters allow, or None for all; ids the exclusions drop; how many to
+    fetch) for a leg that drops excluded ids after its query (ADR-0011)."""
+    excluded = ctx.excluded_ids()
+    allowed = ctx.allowed_ids()
+    if allowed is not None:
+        return allowed - excluded, excluded, ctx.leg_size
+    # Over-fetch by the excluded count so that dropping them still fills the leg.
+    return None, excluded, ctx.leg_size + len(excluded)
+
+
 class VectorLeg:
     """KNN over the stored chunk embeddings (L2), agreeing with FTS on exclusions."""
 
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
-        excluded = ctx.excluded_ids()
-        allowed = ctx.allowed_ids()
-        if allowed is not None:
-            allowed = allowed - excluded
-            k = ctx.leg_size
-        else:
-            # Over-fetch by the excluded count so that dropping them still fills the leg.
-            k = ctx.leg_size + len(excluded)
+        allowed, excluded, k = _scope(ctx)
         rows = ctx.store.vector_search(ctx.query_vector(), k, allowed)
         kept = [LegHit(cid, dist) for cid, dist in rows if cid not in excluded]
         return LegResult("vector", tuple(kept[: ctx.leg_size]))
@@ -140,13 +144,7 @@ class WordLeg:
         assert expr is not None  # the rarest term always stays
         if truncated:
             ctx.note(f"the word leg used only the first {words.MAX_TERMS} distinct terms")
-        excluded = ctx.excluded_ids()
-        allowed = ctx.allowed_ids()
-        if allowed is not None:
-            allowed = allowed - excluded
-            k = ctx.leg_size
-        else:
-            k = ctx.leg_size + len(excluded)
+        allowed, excluded, k = _scope(ctx)
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
         rows = words.search(ctx.store.conn, expr, weights, k, allowed)
