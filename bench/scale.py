@@ -28,9 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 
 from groove_core.app import Groove
-from groove_core.fusion import rrf
-from groove_core.models import SearchFilters
-from groove_core.pipeline import build_context, hits_for
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -104,7 +101,8 @@ def time_query(app: Groove, q: str) -> dict[str, float]:
     store, embedder, plugins = app.store, app.embedder, app.plugins
     fusion = app.config.search.fusion
     weights = (fusion.heading, fusion.context, fusion.content)
-    ctx = build_context(plugins, store, embedder, q, limit=10, filters=SearchFilters(), options={})
+    searcher = app.searcher()
+    ctx = searcher.context(q, limit=10)
     out: dict[str, float] = {}
     started = time.perf_counter()
     vector = embedder.embed_query(ctx.query.embed_text)
@@ -116,9 +114,9 @@ def time_query(app: Groove, q: str) -> dict[str, float]:
     if ctx.query.match_expr:
         store.fts_search(ctx.query.match_expr, weights, ctx.leg_size)
     out["fts"] = time.perf_counter() - started
-    results = plugins.candidates(ctx)
+    results = searcher.candidates(ctx)
     started = time.perf_counter()
-    hits = hits_for(store, rrf(results, fusion.rrf_k, ctx.pool_size))
+    hits = searcher.pool(ctx, results)
     out["fuse"] = time.perf_counter() - started
     started = time.perf_counter()
     plugins.highlight(ctx, hits[: ctx.limit])

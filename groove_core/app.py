@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,9 +15,11 @@ from groove_core.models import SearchFilters, SearchResponse
 from groove_core.plugins import Plugins, make_plugin_manager
 
 if TYPE_CHECKING:
+    from groove_core.context import QueryContext
     from groove_core.embedding import Embedder
     from groove_core.indexer import IndexReport, ProgressFn
     from groove_core.models import LegResult
+    from groove_core.pipeline import Searcher
     from groove_core.store import Consistency, Store
 
 
@@ -272,50 +274,25 @@ class Groove:
         path: str | None = None,
         tags: Sequence[str] = (),
         options: Mapping[str, Any] | None = None,
-    ) -> tuple[SearchResponse, list[LegResult], Any]:
+    ) -> tuple[SearchResponse, list[LegResult], QueryContext]:
         """The response, each leg's output, and the query context (for --explain)."""
-        from groove_core.pipeline import build_context, run
         from groove_core.store import classify_error, sqlite_errors
 
         filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
-        store = self.store
+        searcher = self.searcher()
         try:
-            with store.snapshot():
-                ctx = build_context(
-                    self.plugins,
-                    store,
-                    self.embedder,
-                    query,
-                    limit=self.config.search.default_limit if limit is None else limit,
-                    filters=filters,
-                    options=options or {},
-                )
-                response, legs = run(ctx, self.plugins)
-                return self._annotate(store, response), legs, ctx
+            with searcher.store.snapshot():
+                ctx = searcher.context(query, limit=limit, filters=filters, options=options)
+                response, legs = searcher.run(ctx)
+                return response, legs, ctx
         except sqlite_errors() as err:
             raise classify_error(err, self.index_label, "searching", suspect=True) from None
 
-    def _annotate(self, store: Store, response: SearchResponse) -> SearchResponse:
-        """Stale hits, and a warning when the index is known to be partial."""
-        response = self._mark_stale(response)
-        incomplete = store.incomplete()
-        if incomplete is None:
-            return response
-        return replace(response, warnings=(*response.warnings, incomplete))
+    def searcher(self) -> Searcher:
+        """A :class:`Searcher` over this thread's index (stale hits marked against the KB)."""
+        from groove_core.pipeline import Searcher
 
-    def _mark_stale(self, response: SearchResponse) -> SearchResponse:
-        """Flag hits whose file changed on disk after indexing (one stat per hit)."""
-        recorded = self.store.file_states([h.path for h in response.results])
-        results = []
-        for hit in response.results:
-            try:
-                st = (self.kb / hit.path).stat()
-                now: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
-            except OSError:
-                now = None
-            stale = now != recorded.get(hit.path)
-            results.append(replace(hit, stale=True) if stale else hit)
-        return replace(response, results=tuple(results))
+        return Searcher(self.plugins, self.store, self.embedder, kb=self.kb)
 
 
 @dataclass

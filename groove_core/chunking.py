@@ -3,7 +3,7 @@
 A document becomes a sequence of chunks, one per section (a heading and the text up to the
 next heading of any level), with oversized sections split on a token budget. Every chunk's
 ``content`` is an exact slice of the input text, addressed by UTF-8 byte and 1-based line
-ranges, so the indexer and the parent retriever can re-read it from the file and merge
+ranges, so the indexer and an expand stage can re-read it from the file and merge
 neighbours without drifting.
 
 Decisions worth knowing:

@@ -649,7 +649,7 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
         click.echo(dumps(payload))
         return
     for info in infos:
-        status = info.status if not info.reason else f"{info.status}: {info.reason}"
+        status = info.status_text if not info.reason else f"{info.status}: {info.reason}"
         hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
         # Names and versions come from installed distributions' metadata: untrusted too.
         line = f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"

@@ -2,15 +2,21 @@
 
 The file lives at the KB root (or is named with ``--config``). Unknown keys and bad values
 fail with a :class:`ConfigError` that names the key and the file, never a pydantic traceback.
-Plugins declare their own sections through ``groove_config_schema``; those sections are
-validated by the plugin's model when the plugin is loaded.
+Plugins own their keys (``groove_config_sections``, ``groove_config_schema``): the core
+validates what it defines when the file is read, keeps every other key aside
+(:attr:`GrooveConfig.unclaimed`), and the plugin set validates those with the models the
+plugins declare when it loads (:class:`Settings`); a key no enabled plugin claims is an error
+then. The core names no optional stage.
 """
 
 from __future__ import annotations
 
+import functools
 import tomllib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -27,6 +33,8 @@ INDEX_FILENAME = "index.sqlite"
 #: Default of ``[index] max_chunks_per_file``: over 100x the most chunks (41) any file of the
 #: bundled evaluation collections makes at the default chunk size (see docs/reliability.md).
 MAX_CHUNKS_PER_FILE = 5000
+#: The most results one search returns (the CLI, the MCP tools and ``[search] default_limit``).
+MAX_LIMIT = 200
 
 
 class ConfigError(Exception):
@@ -74,34 +82,6 @@ class FusionConfig(_Strict):
     )
 
 
-class MMRConfig(_Strict):
-    """MMR diversity (plugin groove_mmr)."""
-
-    enabled: bool = Field(False, description="diversify the top results (needs groove-mmr)")
-    lambda_: float = Field(
-        0.7,
-        alias="lambda",
-        ge=0.0,
-        le=1.0,
-        description="relevance vs. diversity: 1.0 is pure relevance (MMR off, but slower)",
-    )
-    same_doc_penalty: float = Field(
-        0.0, ge=0.0, description="extra penalty for a second chunk of an already picked document"
-    )
-
-
-class ParentRetrieverConfig(_Strict):
-    """Parent-retriever expansion (plugin groove_parent)."""
-
-    enabled: bool = Field(False, description="expand small hits (needs groove-parent)")
-    whole_doc_threshold_tokens: int = Field(
-        100, ge=0, description="a hit under this many tokens returns its whole document"
-    )
-    max_expanded_tokens: int = Field(
-        2000, ge=1, description="cap on the tokens of an expanded hit's content"
-    )
-
-
 class LowConfidenceConfig(_Strict):
     """When a result set is flagged ``low_confidence`` (see docs/retrieval-pipeline.md)."""
 
@@ -116,7 +96,7 @@ class SearchConfig(_Strict):
     """Searching: how many results, and the knobs of each stage."""
 
     default_limit: int = Field(
-        10, ge=1, le=200, description="results returned when a search gives no limit"
+        10, ge=1, le=MAX_LIMIT, description="results returned when a search gives no limit"
     )
     lexical_common_share: float = Field(
         0.2,
@@ -128,8 +108,6 @@ class SearchConfig(_Strict):
         ),
     )
     fusion: FusionConfig = FusionConfig()
-    mmr: MMRConfig = MMRConfig()
-    parent_retriever: ParentRetrieverConfig = ParentRetrieverConfig()
     low_confidence: LowConfidenceConfig = LowConfidenceConfig()
 
 
@@ -247,7 +225,7 @@ class PluginsConfig(_Strict):
 
 
 class GrooveConfig(BaseModel):
-    """The whole of groove.toml. Plugin sections live under ``[plugin.<name>]``."""
+    """The whole of groove.toml: the core's keys, and those plugins own (``unclaimed``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -256,21 +234,274 @@ class GrooveConfig(BaseModel):
     embedder: EmbedderConfig = EmbedderConfig()
     index: IndexConfig = IndexConfig()
     plugins: PluginsConfig = PluginsConfig()
-    reranker: str | None = Field(None, description="cross-encoder model name or path")
-    rerank_by_default: bool = Field(
-        False, description="apply the configured reranker to every search"
-    )
     plugin: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-plugin settings, validated by each plugin"
     )
 
     source: str | None = Field(None, exclude=True, description="the file this came from")
+    #: Every key the core does not define, by dotted path: a table as one entry
+    #: (``"search.dedupe": {...}``), a key as another (``"cross_encoder": "..."``). Plugins claim
+    #: them; see :func:`resolve_settings`.
+    unclaimed: dict[str, Any] = Field(default_factory=dict, exclude=True)
+
+    def to_data(self) -> dict[str, Any]:
+        """The configuration as groove.toml's mapping (the plugins' keys included), which
+        :func:`parse_config` reads back into an equal configuration."""
+        data = self.model_dump(by_alias=True)
+        for dotted, value in self.unclaimed.items():
+            set_dotted(data, dotted, value)
+        return data
 
 
-def _format_error(err: ValidationError, source: str) -> str:
-    lines = [f"invalid configuration in {source}:"]
+#: Keys of the model that groove.toml cannot set.
+_RESERVED = ("source", "unclaimed")
+
+
+def set_dotted(data: dict[str, Any], dotted: str, value: Any) -> None:
+    """Set ``a.b.c`` in a nested mapping, making the tables on the way."""
+    node = data
+    *parents, leaf = dotted.split(".")
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def _keys(model: type[BaseModel]) -> dict[str, str]:
+    """groove.toml key (the alias where there is one) -> field name."""
+    keys = {}
+    for name, info in model.model_fields.items():
+        keys[info.alias or name] = name
+        keys[name] = name
+    return keys
+
+
+def _sub_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
+    annotation = model.model_fields[name].annotation
+    return (
+        annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+    )
+
+
+def _split(
+    data: Mapping[str, Any], model: type[BaseModel], prefix: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the keys ``model`` defines, every other key by dotted path), through sub-tables."""
+    known: dict[str, Any] = {}
+    unclaimed: dict[str, Any] = {}
+    keys = _keys(model)
+    for key, value in data.items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        name = keys.get(key)
+        if name is None or (not prefix and key in _RESERVED):
+            unclaimed[dotted] = value
+            continue
+        sub = _sub_model(model, name)
+        if sub is not None and isinstance(value, dict):
+            known[key], more = _split(value, sub, dotted)
+            unclaimed.update(more)
+        else:
+            known[key] = value
+    return known, unclaimed
+
+
+@functools.cache
+def core_tables() -> frozenset[str]:
+    """The dotted paths of the core's own tables (``""`` for the top level): a plugin
+    section at one of them adds keys to it instead of owning a table of its own."""
+    found = {""}
+
+    def walk(model: type[BaseModel], prefix: str) -> None:
+        for name, info in model.model_fields.items():
+            sub = _sub_model(model, name)
+            if sub is not None:
+                path = f"{prefix}.{info.alias or name}" if prefix else info.alias or name
+                found.add(path)
+                walk(sub, path)
+
+    walk(GrooveConfig, "")
+    return frozenset(found)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+@dataclass(frozen=True)
+class ConfigSection:
+    """Keys of groove.toml a plugin owns (returned by ``groove_config_sections``).
+
+    ``path`` names a table (``"search.dedupe"``) that the plugin then owns whole, or one of the
+    core's tables (``""`` for the top level, ``"search"``), to which the model's fields add
+    keys (e.g. a top-level ``cross_encoder = "..."``). The model validates what the file holds
+    there (absent keys take its defaults); declare it with ``extra="forbid"`` so a typo is
+    an error naming the key.
+    """
+
+    path: str
+    model: type[BaseModel]
+    plugin: str = ""  # set by the core: the plugin that declared it
+
+    @property
+    def label(self) -> str:
+        """How messages name it: ``[search.dedupe]``, or the keys it adds to a core table."""
+        if self.path not in core_tables():
+            return f"[{self.path}]"
+        keys = ", ".join(info.alias or name for name, info in self.model.model_fields.items())
+        return f"{keys} ({f'[{self.path}]' if self.path else 'top level'})"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The validated configuration: the core's, and every enabled plugin's sections."""
+
+    config: GrooveConfig
+    sections: tuple[ConfigSection, ...] = ()
+    values: Mapping[type[BaseModel], BaseModel] = field(default_factory=dict)
+
+    def get(self, model: type[M]) -> M:
+        """The validated instance of a section's model (its defaults when the file has
+        none of its keys). Raises KeyError for a model no enabled plugin declared."""
+        value = self.values[model]
+        assert isinstance(value, model)
+        return value
+
+    def of_plugin(self, name: str) -> BaseModel | None:
+        """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
+        for section in self.sections:
+            if section.path == f"plugin.{name}":
+                return self.values[section.model]
+        return None
+
+    def value(self, dotted: str) -> Any:
+        """The value of the key ``dotted`` (``"search.dedupe.enabled"``, ``"search.fusion.rrf_k"``),
+        whether the core or a plugin owns it. Raises KeyError for a key nobody defines."""
+        for section in sorted(self.sections, key=lambda s: -len(s.path)):
+            prefix = f"{section.path}." if section.path else ""
+            if not dotted.startswith(prefix):
+                continue
+            rest = dotted[len(prefix) :].split(".")
+            if rest[0] in _keys(section.model):
+                return _lookup(self.values[section.model], rest, dotted)
+        return _lookup(self.config, dotted.split("."), dotted)
+
+    def describe(self, dotted: str) -> str:
+        """A key as a user reads it in groove.toml: ``[search.dedupe] enabled``."""
+        table, _, key = dotted.rpartition(".")
+        return f"[{table}] {key}" if table else key
+
+
+def resolve_settings(
+    config: GrooveConfig,
+    sections: Sequence[ConfigSection],
+    plugin_names: Sequence[str],
+    disabled: Sequence[str] = (),
+) -> Settings:
+    """Validate every plugin section of ``config`` with the model its plugin declared.
+
+    ``plugin_names`` are the plugins groove knows of, enabled or not: a ``[plugin.NAME]``
+    table of a disabled plugin is left alone, as it always was. Any other key that no
+    section claims is an error, all of them named in one message; ``disabled`` (e.g.
+    ``"dedupe (groove-dedupe)"``) names the plugins that did not load because of
+    ``[plugins] disabled``, one of which may own the key.
+    """
+    source = config.source or "groove.toml"
+    _check_claims(sections, source)
+    unclaimed = dict(config.unclaimed)
+    unclaimed.update({f"plugin.{name}": table for name, table in config.plugin.items()})
+    tables = core_tables()
+    values: dict[type[BaseModel], BaseModel] = {}
+    for section in sections:
+        if section.path in tables:
+            prefix = f"{section.path}." if section.path else ""
+            raw: Any = {
+                key: unclaimed.pop(prefix + key)
+                for key in _keys(section.model)
+                if prefix + key in unclaimed
+            }
+        else:
+            raw = unclaimed.pop(section.path, {})
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{section.label} in {source} must be a table, got {raw!r}")
+        try:
+            values[section.model] = section.model.model_validate(raw)
+        except ValidationError as err:
+            # One line, as a plugin's message has always been: "invalid [plugin.x] in F: ..."
+            lines = _format_error(err, "", section.path).splitlines()[1:]
+            problems = "; ".join(line.strip() for line in lines)
+            raise ConfigError(f"invalid {section.label} in {source}: {problems}") from None
+    known = set(plugin_names)
+    problems = [_unclaimed_problem(k, v) for k, v in unclaimed.items() if not _dormant(k, known)]
+    if problems:
+        hint = (
+            "`groove plugins list` shows the installed plugins; one in a groove checkout "
+            "installs with `pip install ./plugins/NAME`"
+        )
+        if disabled:
+            hint = (
+                f"[plugins] disabled keeps {', '.join(disabled)} from loading: take the one "
+                f"that provides it out of that list; {hint}"
+            )
+        lines = [f"invalid configuration in {source}:", *problems, f"  ({hint})"]
+        raise ConfigError("\n".join(lines))
+    return Settings(config, tuple(sections), values)
+
+
+def _check_claims(sections: Sequence[ConfigSection], source: str) -> None:
+    """Each key has one owner: the core, or one plugin."""
+    owners: dict[str, str] = {}
+    tables = core_tables()
+    for section in sections:
+        prefix = f"{section.path}." if section.path else ""
+        if section.path in tables:
+            claimed = [prefix + key for key in section.model.model_fields]
+            core = [key for key in claimed if key.rpartition(".")[2] in _core_keys(section.path)]
+        else:
+            claimed, core = [section.path], []
+        for key in claimed:
+            other = owners.setdefault(key, section.plugin)
+            if key in core or other != section.plugin:
+                rival = "groove itself" if key in core else f"the plugin {other}"
+                raise ConfigError(
+                    f"the plugin {section.plugin} claims {key!r} of groove.toml, which "
+                    f"{rival} defines: add one of them to [plugins] disabled"
+                )
+
+
+def _core_keys(table: str) -> set[str]:
+    """The keys the core defines in its table ``table``."""
+    model: type[BaseModel] | None = GrooveConfig
+    for part in [p for p in table.split(".") if p]:
+        name = _keys(model).get(part) if model is not None else None
+        model = _sub_model(model, name) if model is not None and name else None
+    return set(_keys(model)) if model is not None else set()
+
+
+def _dormant(key: str, plugins: set[str]) -> bool:
+    """A ``[plugin.NAME]`` table of a known plugin that did not load (disabled)."""
+    return key.startswith("plugin.") and key.removeprefix("plugin.") in plugins
+
+
+def _unclaimed_problem(key: str, value: Any) -> str:
+    if key.startswith("plugin."):
+        return f"  [{key}]: no plugin named {key.removeprefix('plugin.')!r} is installed"
+    if isinstance(value, dict):
+        return f"  [{key}]: no enabled plugin provides this section"
+    return f"  unknown key '{key}': neither groove nor an enabled plugin defines it"
+
+
+def _lookup(node: Any, parts: Sequence[str], dotted: str) -> Any:
+    for part in parts:
+        if not isinstance(node, BaseModel) or part not in _keys(type(node)):
+            raise KeyError(dotted)
+        node = getattr(node, _keys(type(node))[part])
+    return node
+
+
+def _format_error(err: ValidationError, header: str, table: str = "") -> str:
+    """One line per problem under ``header``, each naming its key (from ``table``)."""
+    lines = [header]
     for item in err.errors():
-        key = ".".join(str(p) for p in item["loc"]) or "(top level)"
+        key = ".".join([*([table] if table else []), *(str(p) for p in item["loc"])])
+        key = key or "(top level)"
         if item["type"] == "extra_forbidden":
             lines.append(f"  unknown key '{key}'")
         else:
@@ -280,13 +511,13 @@ def _format_error(err: ValidationError, source: str) -> str:
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> GrooveConfig:
-    """Validate a mapping as groove.toml content; errors name the key and the source."""
-    if "source" in data:
-        raise ConfigError(f"invalid configuration in {source}:\n  unknown key 'source'")
+    """Validate the core's keys of a mapping read as groove.toml (errors name the key and
+    the source) and keep every other key in ``unclaimed``, for the plugins to validate."""
+    known, unclaimed = _split(data, GrooveConfig)
     try:
-        return GrooveConfig.model_validate({**data, "source": source})
+        return GrooveConfig.model_validate({**known, "source": source, "unclaimed": unclaimed})
     except ValidationError as err:
-        raise ConfigError(_format_error(err, source)) from None
+        raise ConfigError(_format_error(err, f"invalid configuration in {source}:")) from None
 
 
 def load_config(kb: Path, explicit: Path | None = None) -> GrooveConfig:

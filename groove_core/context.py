@@ -12,11 +12,22 @@ if TYPE_CHECKING:
     import structlog
     from pydantic import BaseModel
 
-    from groove_core.config import GrooveConfig
+    from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
     from groove_core.models import SearchFilters
     from groove_core.query import ParsedQuery
     from groove_core.store import Store
+
+
+#: The pool a stage that chooses among more candidates than it returns asks for:
+#: ``limit × POOL_FACTOR``, at least ``MIN_POOL`` (docs/retrieval-pipeline.md, "Pool size").
+POOL_FACTOR = 5
+MIN_POOL = 50
+
+
+def wide_pool(limit: int) -> int:
+    """``max(limit × POOL_FACTOR, MIN_POOL)``: the pool a diversifying stage chooses from."""
+    return max(limit * POOL_FACTOR, MIN_POOL)
 
 
 @dataclass(frozen=True)
@@ -31,7 +42,30 @@ class SearchOption:
     # lets it give any value of the type. The CLI is not restricted: the user at the terminal
     # is the one who writes groove.toml anyway. E.g. a model name, so that an agent can pick
     # among the configured models but never make the server load (or download) another.
-    choices: Callable[[GrooveConfig], Sequence[str]] | None = None
+    choices: Callable[[Settings], Sequence[str]] | None = None
+
+
+@dataclass(frozen=True)
+class StageSwitch:
+    """An optional stage's on/off switch (returned by ``groove_stage_switches``).
+
+    Declared once, it is a per-query option (``--name/--no-name``, a boolean MCP
+    parameter), falls back to the groove.toml key ``setting`` when a query does not give
+    it, and decides :attr:`QueryContext.active_stages` before the pool is sized, so that
+    every stage's pool rule reads the same answer. ``eval --ablate`` measures the stage on
+    and off and ``groove plugins list`` says when it is off by default.
+    """
+
+    name: str  # the option's name, and the stage's name in ``ctx.active_stages``
+    setting: str  # dotted key of a boolean in groove.toml: "search.dedupe.enabled"
+    help: str
+    #: A dotted key that must be set (not None) for the stage to run at all, e.g. the
+    #: model a stage needs; ``eval --ablate`` skips the stage while it is unset.
+    requires: str | None = None
+    #: Decides activity where the plain rule (the option, else ``setting``) is not enough,
+    #: e.g. another option that turns the stage on; raises QueryError for bad combinations.
+    decide: Callable[[QueryContext], bool] | None = None
+    plugin: str = ""  # set by the core: the plugin that declared it
 
 
 @dataclass(frozen=True)
@@ -48,12 +82,14 @@ class QueryContext:
     embedder: Embedder
     options: Mapping[str, Any]
     log: structlog.typing.FilteringBoundLogger
-    plugin_settings: Mapping[str, BaseModel] = field(default_factory=dict)
+    settings: Settings
+    #: The optional stages that run for this query (see :class:`StageSwitch`).
+    active_stages: frozenset[str] = frozenset()
     pool_size: int = 0
     # Response-level notes stages add (e.g. "reranked only the first 12 of 50 candidates
     # within the time budget"); they reach the response's ``warnings``.
     notes: list[str] = field(default_factory=list, compare=False)
-    # Lazily computed, shared by the legs (the vector leg and e.g. MMR reuse it).
+    # Lazily computed, shared by the legs and stages (the vector leg, a diversifier).
     _query_vector: Callable[[], np.ndarray] | None = None
 
     def note(self, message: str) -> None:
@@ -76,7 +112,11 @@ class QueryContext:
 
     def plugin_config(self, name: str) -> BaseModel | None:
         """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
-        return self.plugin_settings.get(name)
+        return self.settings.of_plugin(name)
+
+    def active(self, stage: str) -> bool:
+        """Whether the optional stage ``stage`` (a :class:`StageSwitch` name) runs."""
+        return stage in self.active_stages
 
     def query_vector(self) -> np.ndarray:
         """The embedding of ``query.embed_text`` (computed once per query)."""

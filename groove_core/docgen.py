@@ -23,7 +23,8 @@ groove reads `groove.toml` at the root of the knowledge base (or the file given 
 `--config`). Every key is optional; the defaults below apply when it is absent. An unknown
 key or a bad value stops groove with a message naming the key and the file.
 
-Generated from `groove_core/config.py` by `python -m groove_core.docgen`; do not edit by hand.
+Generated from `groove_core/config.py` and the installed plugins' sections by
+`python -m groove_core.docgen`; do not edit by hand.
 """
 
 _CLI_INTRO = """\
@@ -57,7 +58,7 @@ def _is_section(info: FieldInfo) -> bool:
 def _rows(model: type[BaseModel], instance: BaseModel) -> list[str]:
     rows = []
     for name, info in model.model_fields.items():
-        if info.exclude or _is_section(info):
+        if info.exclude or _is_section(info) or name == "plugin":
             continue
         key = info.alias or name
         default = getattr(instance, name)
@@ -85,6 +86,8 @@ def _section(prefix: str, model: type[BaseModel], instance: BaseModel) -> list[s
 
 
 def configuration_markdown() -> str:
+    from groove_core.plugins import make_plugin_manager
+
     lines = [_CONFIG_INTRO]
     lines += _section("", GrooveConfig, GrooveConfig())
     lines += [
@@ -93,7 +96,21 @@ def configuration_markdown() -> str:
         "Settings of the plugin named NAME (as listed by `groove plugins list`), validated by",
         "the model the plugin declares through `groove_config_schema`.",
         "",
+        "# Keys the plugins own",
+        "",
+        "The plugins of the groove repository (the example third-party plugin included)",
+        "declare these keys (`groove_config_sections`, `groove_config_schema`); a key is an",
+        "error while its plugin is not installed or is disabled.",
+        "",
     ]
+    settings = make_plugin_manager(GrooveConfig()).settings
+    for section in sorted(settings.sections, key=lambda s: (s.plugin, s.path)):
+        model = section.model
+        block = _section(section.path, model, settings.values[model])
+        if block:
+            title = block[0].removeprefix("## ")
+            block[0] = f"## {title} (plugin {section.plugin})"
+        lines += block
     return "\n".join(lines).rstrip() + "\n"
 
 

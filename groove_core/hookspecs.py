@@ -27,7 +27,8 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from groove_core.app import Groove
-    from groove_core.context import QueryContext, SearchOption
+    from groove_core.config import ConfigSection
+    from groove_core.context import QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
     from groove_core.models import LegResult, SearchHit
 
@@ -59,6 +60,27 @@ def groove_config_schema() -> type[BaseModel] | None:
 
 
 @hookspec
+def groove_config_sections() -> list[ConfigSection]:
+    """Keys of groove.toml this plugin owns, each at its path with its pydantic model.
+
+    A table of its own (``ConfigSection("search.dedupe", DedupeSettings)``) or keys added to one
+    of the core's tables (``ConfigSection("", Keys)`` for top-level keys). The core
+    validates them when the plugin loads; stages read them with
+    ``ctx.settings.get(DedupeSettings)``. A key no enabled plugin claims is an error.
+    """
+
+
+@hookspec
+def groove_stage_switches() -> list[StageSwitch]:
+    """The on/off switch of each optional stage this plugin provides.
+
+    The core turns each into a per-query option, decides ``ctx.active_stages`` from the
+    option or the configured default before sizing the pool, and uses the same switches
+    for ``eval --ablate`` and ``groove plugins list``.
+    """
+
+
+@hookspec
 def groove_search_options() -> list[SearchOption]:
     """Per-query switches this plugin adds to ``groove search`` and the MCP ``search`` tool.
 
@@ -84,7 +106,8 @@ def groove_pool_size(ctx: QueryContext) -> int | None:
     """How many fused candidates this plugin's stage needs to see, or ``None``.
 
     The core uses the largest request, and never less than ``ctx.limit``. Only stages that
-    are active for this query should ask (e.g. MMR: ``max(limit * 5, 50)``).
+    are active for this query should ask (``ctx.active(name)``; a diversifier asks for
+    ``groove_core.context.wide_pool(ctx.limit)``); ``ctx.active_stages`` tells which others run.
     """
 
 
@@ -93,7 +116,7 @@ def groove_rerank(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] |
     """Stage 2: return the pool re-scored and re-ordered, or ``None`` to pass.
 
     The result must be a reordering of ``hits`` (same chunk ids); ``score`` may change to
-    the reranker's own scale and ``rank`` must be renumbered from 1.
+    the stage's own scale and ``rank`` must be renumbered from 1.
     """
 
 

@@ -915,7 +915,9 @@ _NONE = "The server's configuration lists no values, so a client cannot use it"
 def _unavailable(app: Groove, options: Sequence[SearchOption]) -> dict[str, str]:
     """Options with choices of which the configuration lists none: name -> plugin."""
     return {
-        o.name: o.plugin for o in options if o.choices is not None and not o.choices(app.config)
+        o.name: o.plugin
+        for o in options
+        if o.choices is not None and not o.choices(app.plugins.settings)
     }
 
 
@@ -927,7 +929,7 @@ def _option_type(app: Groove, option: SearchOption) -> Any:
         if kind is str:
             kind = Annotated[str, Field(max_length=MAX_OPTION_CHARS)]
         return Annotated[kind | None, Field(description=help_text)]
-    allowed = tuple(option.choices(app.config))
+    allowed = tuple(option.choices(app.plugins.settings))
     if not allowed:
         # Nothing to choose from: the parameter stays, so that a client that sends it is
         # told why it cannot (see _unavailable) rather than silently ignored.

@@ -65,7 +65,7 @@ class Span:
 
 @dataclass(frozen=True)
 class ExpandedRange:
-    """A source range the parent retriever merged into a hit's content."""
+    """A source range an expand stage merged into a hit's content."""
 
     line_start: int
     line_end: int
@@ -75,7 +75,7 @@ class ExpandedRange:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One result. ``score`` is the RRF score (or a reranker's raw score); larger is better."""
+    """One result. ``score`` is the RRF score (or a rerank stage's own score); larger is better."""
 
     chunk_id: int
     doc_id: int

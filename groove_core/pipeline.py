@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from groove_core.config import MAX_LIMIT
 from groove_core.context import QueryContext
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
@@ -16,11 +17,12 @@ from groove_core.query import QueryError, parse_query
 from groove_core.weighting import weigh
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from groove_core.config import GrooveConfig
     from groove_core.embedding import Embedder
     from groove_core.plugins import Plugins
     from groove_core.store import Store
-
-MAX_LIMIT = 200
 
 
 class _Memo:
@@ -36,38 +38,115 @@ class _Memo:
         return self._vector
 
 
-def build_context(
-    plugins: Plugins,
-    store: Store,
-    embedder: Embedder,
-    query: str,
-    *,
-    limit: int,
-    filters: SearchFilters,
-    options: Mapping[str, Any],
-) -> QueryContext:
-    """Compile the query and size the pool; raises QueryError for queries that must not run."""
-    if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-        raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
-    if not query.strip():
-        raise QueryError("the query is empty")
-    parsed = parse_query(query)
-    config = plugins.config
-    ctx = QueryContext(
-        query=parsed,
-        limit=limit,
-        leg_size=limit,
-        filters=filters,
-        store=store,
-        config=config,
-        embedder=embedder,
-        options=dict(options),
-        log=get_logger("groove.search"),
-        plugin_settings=plugins.settings,
-        _query_vector=_Memo(embedder, parsed.embed_text or parsed.text),
-    )
-    pool = plugins.pool_size(ctx)
-    return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
+class Searcher:
+    """One search end to end, for a plugin set over an open index and an embedder.
+
+    ``context`` compiles a query, decides the active optional stages and sizes the pool;
+    ``candidates`` runs and weighs the legs; ``pool`` fuses them into the hits stage 2
+    receives; ``run`` runs every stage and builds the response, with stale hits marked and
+    a partial index named when a KB folder is given. The CLI, the MCP server, evaluation,
+    the test helpers and the benchmarks all search through this one object.
+    """
+
+    def __init__(
+        self, plugins: Plugins, store: Store, embedder: Embedder, *, kb: Path | None = None
+    ) -> None:
+        self.plugins, self.store, self.embedder, self.kb = plugins, store, embedder, kb
+
+    @property
+    def config(self) -> GrooveConfig:
+        return self.plugins.config
+
+    def context(
+        self,
+        query: str,
+        *,
+        limit: int | None = None,
+        filters: SearchFilters | None = None,
+        options: Mapping[str, Any] | None = None,
+    ) -> QueryContext:
+        """Compile the query and size the pool; raises QueryError for queries that must
+        not run. ``limit`` defaults to ``[search] default_limit``."""
+        config = self.config
+        limit = config.search.default_limit if limit is None else limit
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
+            raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
+        if not query.strip():
+            raise QueryError("the query is empty")
+        parsed = parse_query(query)
+        ctx = QueryContext(
+            query=parsed,
+            limit=limit,
+            leg_size=limit,
+            filters=filters or SearchFilters(),
+            store=self.store,
+            config=config,
+            embedder=self.embedder,
+            options=dict(options or {}),
+            log=get_logger("groove.search"),
+            settings=self.plugins.settings,
+            _query_vector=_Memo(self.embedder, parsed.embed_text or parsed.text),
+        )
+        ctx = replace(ctx, active_stages=self.plugins.active_stages(ctx))
+        pool = self.plugins.pool_size(ctx)
+        return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
+
+    def candidates(self, ctx: QueryContext) -> list[LegResult]:
+        """Every leg's list, weighed for fusion (docs/retrieval-pipeline.md, "Fusion")."""
+        return weigh(ctx, self.plugins.candidates(ctx))
+
+    def fuse(self, ctx: QueryContext, legs: list[LegResult], size: int) -> list[Fused]:
+        return rrf(legs, ctx.config.search.fusion.rrf_k, size)
+
+    def pool(self, ctx: QueryContext, legs: list[LegResult] | None = None) -> list[SearchHit]:
+        """The fused pool, as hits: what the rerank stage receives."""
+        legs = self.candidates(ctx) if legs is None else legs
+        return hits_for(self.store, self.fuse(ctx, legs, ctx.pool_size))
+
+    def run(self, ctx: QueryContext) -> tuple[SearchResponse, list[LegResult]]:
+        """Run every stage for a prepared context; also returns the legs (for --explain)."""
+        plugins = self.plugins
+        legs = self.candidates(ctx)
+        hits = plugins.rerank(ctx, self.pool(ctx, legs))
+        hits = plugins.diversify(ctx, hits)[: ctx.limit]
+        hits = plugins.expand(ctx, hits)
+        hits = plugins.highlight(ctx, hits)
+        warnings = tuple(w.message for w in ctx.query.warnings) + tuple(ctx.notes)
+        response = SearchResponse(
+            results=tuple(hits),
+            low_confidence=low_confidence(ctx, hits),
+            filter_applied=ctx.filters.describe(),
+            warnings=warnings,
+        )
+        return self._annotate(response), legs
+
+    def search(self, query: str, **kwargs: Any) -> SearchResponse:
+        """``run(context(query, ...))``'s response."""
+        return self.run(self.context(query, **kwargs))[0]
+
+    def _annotate(self, response: SearchResponse) -> SearchResponse:
+        """Stale hits, and a warning when the index is known to be partial (with a KB)."""
+        if self.kb is None:
+            return response
+        response = replace(response, results=tuple(self._mark_stale(response.results)))
+        incomplete = self.store.incomplete()
+        if incomplete is None:
+            return response
+        return replace(response, warnings=(*response.warnings, incomplete))
+
+    def _mark_stale(self, hits: tuple[SearchHit, ...]) -> list[SearchHit]:
+        """Flag hits whose file changed on disk after indexing (one stat per hit)."""
+        assert self.kb is not None
+        recorded = self.store.file_states([h.path for h in hits])
+        out = []
+        for hit in hits:
+            try:
+                st = (self.kb / hit.path).stat()
+                now: tuple[int, int] | None = (st.st_size, st.st_mtime_ns)
+            except OSError:
+                now = None
+            out.append(replace(hit, stale=True) if now != recorded.get(hit.path) else hit)
+        return out
 
 
 def hits_for(store: Store, fused: list[Fused]) -> list[SearchHit]:
@@ -121,23 +200,4 @@ def low_confidence(ctx: QueryContext, hits: list[SearchHit]) -> bool:
     return min(distances) > threshold
 
 
-def run(ctx: QueryContext, plugins: Plugins) -> tuple[SearchResponse, list[LegResult]]:
-    """Run every stage for a prepared context; also returns the legs (for --explain)."""
-    legs = weigh(ctx, plugins.candidates(ctx))
-    fused = rrf(legs, ctx.config.search.fusion.rrf_k, ctx.pool_size)
-    hits = hits_for(ctx.store, fused)
-    hits = plugins.rerank(ctx, hits)
-    hits = plugins.diversify(ctx, hits)[: ctx.limit]
-    hits = plugins.expand(ctx, hits)
-    hits = plugins.highlight(ctx, hits)
-    warnings = tuple(w.message for w in ctx.query.warnings) + tuple(ctx.notes)
-    response = SearchResponse(
-        results=tuple(hits),
-        low_confidence=low_confidence(ctx, hits),
-        filter_applied=ctx.filters.describe(),
-        warnings=warnings,
-    )
-    return response, legs
-
-
-__all__ = ["QueryError", "build_context", "run"]
+__all__ = ["MAX_LIMIT", "QueryError", "Searcher", "hits_for", "low_confidence"]

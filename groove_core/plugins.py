@@ -10,46 +10,22 @@ from __future__ import annotations
 
 import importlib.metadata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pluggy
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from groove_core import hookspecs
-from groove_core.config import ConfigError, GrooveConfig
+from groove_core.config import ConfigError, ConfigSection, GrooveConfig, Settings, resolve_settings
 from groove_core.embedding import EmbedderError, EmbedderSpec
 
 if TYPE_CHECKING:
-    from groove_core.context import QueryContext, SearchOption
+    from groove_core.context import QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import Embedder
     from groove_core.models import LegResult, SearchHit
 
 ENTRY_POINT_GROUP = "groove"
-
-#: Stages the seed configures in groove.toml: the hook, the distribution providing it, the
-#: setting, and how to install it. The plugins are not on PyPI: the command installs one
-#: from a groove checkout (its root as the current folder).
-_STAGE_PACKAGES = {
-    "mmr": (
-        "groove_diversify",
-        "groove-mmr",
-        "[search.mmr] enabled = true",
-        "pip install ./plugins/groove_mmr",
-    ),
-    "parent": (
-        "groove_expand",
-        "groove-parent",
-        "[search.parent_retriever] enabled = true",
-        "pip install ./plugins/groove_parent",
-    ),
-    "reranker": (
-        "groove_rerank",
-        "groove-reranker-bge",
-        "reranker = ...",
-        "pip install ./plugins/groove_reranker_bge torch==2.13.0",
-    ),
-}
 
 Status = Literal["enabled", "disabled", "failed"]
 
@@ -65,6 +41,17 @@ class PluginInfo:
     status: Status
     reason: str = ""
     builtin: bool = False
+    #: Stage switches it declares (``groove_stage_switches``), and whether all of them are
+    #: off unless a query or groove.toml turns them on.
+    stages: tuple[str, ...] = ()
+    off_by_default: bool = False
+
+    @property
+    def status_text(self) -> str:
+        """The status as ``groove plugins list`` words it."""
+        if self.status == "enabled" and self.off_by_default:
+            return "installed, off by default"
+        return self.status
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -75,6 +62,8 @@ class PluginInfo:
             "status": self.status,
             "reason": self.reason,
             "builtin": self.builtin,
+            "stages": list(self.stages),
+            "off_by_default": self.off_by_default,
         }
 
 
@@ -85,7 +74,10 @@ class Plugins:
     pm: pluggy.PluginManager
     config: GrooveConfig
     infos: list[PluginInfo] = field(default_factory=list)
-    settings: dict[str, BaseModel] = field(default_factory=dict)
+    settings: Settings = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.settings = Settings(self.config)
 
     # -- contribution hooks ------------------------------------------------------------
 
@@ -111,16 +103,64 @@ class Plugins:
             )
         spec, plugin = owners[name]
         if spec.configured_factory is not None:
-            return spec.configured_factory(self.config.embedder, self.settings.get(plugin))
+            return spec.configured_factory(self.config.embedder, self.settings.of_plugin(plugin))
         return spec.factory(self.config.embedder)
 
     def search_options(self) -> list[SearchOption]:
-        options: list[SearchOption] = []
+        """Every per-query option: each stage switch's, then those plugins add."""
+        from groove_core.context import SearchOption
+
+        options = [
+            SearchOption(
+                s.name,
+                "bool",
+                f"{s.help} (overrides {self.settings.describe(s.setting)}).",
+                plugin=s.plugin,
+            )
+            for s in self.stage_switches()
+        ]
         for impl in self.pm.hook.groove_search_options.get_hookimpls():
             contributed = cast("list[SearchOption] | None", impl.function())
             for option in contributed or []:
                 options.append(_with_plugin(option, impl.plugin_name))
         return options
+
+    def stage_switches(self) -> list[StageSwitch]:
+        """The optional stages' switches, each with the plugin that declared it."""
+        found: list[StageSwitch] = []
+        for impl in self.pm.hook.groove_stage_switches.get_hookimpls():
+            for switch in cast("list[StageSwitch] | None", impl.function()) or []:
+                found.append(replace(switch, plugin=impl.plugin_name))
+        return found
+
+    def default_on(self, switch: StageSwitch) -> bool:
+        """Whether the stage runs when a query does not say (groove.toml's answer)."""
+        needs = switch.requires
+        return bool(self.settings.value(switch.setting)) and (
+            needs is None or self.settings.value(needs) is not None
+        )
+
+    def active_stages(self, ctx: QueryContext) -> frozenset[str]:
+        """The optional stages that run for ``ctx``: each switch's ``decide``, else the
+        query's option, else groove.toml (raises QueryError for a stage that cannot run)."""
+        from groove_core.query import QueryError
+
+        active = set()
+        for switch in self.stage_switches():
+            if switch.decide is not None:
+                on = switch.decide(ctx)
+            else:
+                given = ctx.flag(switch.name)
+                on = self.default_on(switch) if given is None else given
+                needs = switch.requires
+                if on and needs is not None and self.settings.value(needs) is None:
+                    raise QueryError(
+                        f"option {switch.name!r} needs {self.settings.describe(needs)} "
+                        "set in groove.toml"
+                    )
+            if on:
+                active.add(switch.name)
+        return frozenset(active)
 
     def candidates(self, ctx: QueryContext) -> list[LegResult]:
         return [r for r in self.pm.hook.groove_candidates(ctx=ctx) if r is not None]
@@ -153,14 +193,32 @@ class Plugins:
 
 
 def _with_plugin(option: SearchOption, plugin: str) -> SearchOption:
-    from dataclasses import replace
-
     return option if option.plugin else replace(option, plugin=plugin)
 
 
 def _hooks_of(pm: pluggy.PluginManager, plugin: object) -> tuple[str, ...]:
     callers = pm.get_hookcallers(plugin) or []
     return tuple(sorted(c.name for c in callers))
+
+
+def _register(pm: pluggy.PluginManager, plugin: object, name: str) -> tuple[str, ...]:
+    """Register ``plugin`` and return its hooks; a hook groove's contract does not have
+    (``groove_reranks`` for ``groove_rerank``) unregisters it again and raises, so that a
+    misspelling fails the plugin instead of leaving it enabled and silently unused."""
+    pm.register(plugin, name=name)
+    callers = pm.get_hookcallers(plugin) or []
+    unknown = sorted(c.name for c in callers if not c.has_spec())
+    if unknown:
+        pm.unregister(plugin)
+        raise _UnknownHookError(
+            f"unknown hook {', '.join(unknown)}: no hook of that name in groove's contract "
+            "(groove_core.hookspecs); misspelt?"
+        )
+    return _hooks_of(pm, plugin)
+
+
+class _UnknownHookError(Exception):
+    pass
 
 
 def make_plugin_manager(
@@ -172,8 +230,9 @@ def make_plugin_manager(
 ) -> Plugins:
     """Build a fresh plugin set: built-ins, ``extra`` (tests), then installed plugins.
 
-    Raises ConfigError when the configuration cannot be honoured (a stage enabled whose
-    plugin is missing, two plugins claiming one stage, an invalid plugin section).
+    Raises ConfigError when the configuration cannot be honoured (a key no enabled plugin
+    claims, an invalid plugin section, two plugins claiming one stage, an unknown name in
+    ``[plugins] disabled``).
     """
     from groove_core import __version__
     from groove_core.builtins import default_plugins
@@ -190,8 +249,13 @@ def make_plugin_manager(
         if pm.is_blocked(name):
             plugins.infos.append(PluginInfo(name, dist, __version__, (), "disabled", "", builtin))
             continue
-        pm.register(plugin, name=name)
-        hooks = _hooks_of(pm, plugin)
+        try:
+            hooks = _register(pm, plugin, name)
+        except _UnknownHookError as err:
+            plugins.infos.append(
+                PluginInfo(name, dist, __version__, (), "failed", str(err), builtin)
+            )
+            continue
         plugins.infos.append(PluginInfo(name, dist, __version__, hooks, "enabled", "", builtin))
 
     if entry_points:
@@ -216,40 +280,63 @@ def _load_entry_points(plugins: Plugins) -> None:
             plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", reason))
             continue
         try:
-            plugin = ep.load()
-            pm.register(plugin, name=ep.name)
+            hooks = _register(pm, ep.load(), ep.name)
+        except _UnknownHookError as err:
+            plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", str(err)))
+            continue
         except Exception as err:  # a broken plugin must not take groove down with it
             reason = f"{type(err).__name__}: {err}"
             plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", reason))
             continue
-        hooks = _hooks_of(pm, plugin)
         plugins.infos.append(PluginInfo(ep.name, dist, version, hooks, "enabled"))
 
 
 def _validate(plugins: Plugins) -> None:
-    _validate_plugin_settings(plugins)
+    _check_disabled_names(plugins)
+    _resolve_settings(plugins)
     _check_stage_conflicts(plugins)
-    _check_required_stages(plugins)
+    _mark_stages(plugins)
 
 
-def _validate_plugin_settings(plugins: Plugins) -> None:
-    config, source = plugins.config, plugins.config.source or "groove.toml"
+def _check_disabled_names(plugins: Plugins) -> None:
+    # Installed entry points count even when not loaded (``entry_points=False``).
+    installed = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    known = {info.name for info in plugins.infos} | installed
+    unknown = [name for name in plugins.config.plugins.disabled if name not in known]
+    if unknown:
+        names = ", ".join(repr(n) for n in unknown)
+        raise ConfigError(
+            f"[plugins] disabled in {plugins.config.source or 'groove.toml'} names {names}, "
+            f"which groove knows no plugin by (known: {', '.join(sorted(known))})"
+        )
+
+
+def _resolve_settings(plugins: Plugins) -> None:
+    sections: list[ConfigSection] = []
+    for impl in plugins.pm.hook.groove_config_sections.get_hookimpls():
+        for section in cast("list[ConfigSection] | None", impl.function()) or []:
+            sections.append(replace(section, plugin=impl.plugin_name))
     for impl in plugins.pm.hook.groove_config_schema.get_hookimpls():
         model = cast("type[BaseModel] | None", impl.function())
-        if model is None:
-            continue
-        name = impl.plugin_name
-        try:
-            plugins.settings[name] = model.model_validate(config.plugin.get(name, {}))
-        except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
-            )
-            raise ConfigError(f"invalid [plugin.{name}] in {source}: {problems}") from None
-    known = {info.name for info in plugins.infos}
-    for name in config.plugin:
-        if name not in known:
-            raise ConfigError(f"[plugin.{name}] in {source}: no plugin named {name!r} is installed")
+        if model is not None:
+            name = impl.plugin_name
+            sections.append(ConfigSection(f"plugin.{name}", model, name))
+    names = [info.name for info in plugins.infos]
+    off = [f"{i.name} ({i.distribution})" for i in plugins.infos if i.status == "disabled"]
+    plugins.settings = resolve_settings(plugins.config, sections, names, off)
+
+
+def _mark_stages(plugins: Plugins) -> None:
+    """Note on each plugin's row the stages it switches, and whether they start off."""
+    by_plugin: dict[str, list[StageSwitch]] = {}
+    for switch in plugins.stage_switches():
+        by_plugin.setdefault(switch.plugin, []).append(switch)
+    for i, info in enumerate(plugins.infos):
+        switches = by_plugin.get(info.name) if info.status == "enabled" else None
+        if switches:
+            off = not any(plugins.default_on(s) for s in switches)
+            stages = tuple(s.name for s in switches)
+            plugins.infos[i] = replace(info, stages=stages, off_by_default=off)
 
 
 def _check_stage_conflicts(plugins: Plugins) -> None:
@@ -259,23 +346,6 @@ def _check_stage_conflicts(plugins: Plugins) -> None:
             raise ConfigError(
                 f"plugins {', '.join(sorted(names))} all implement the stage {hook}; "
                 "only one may be enabled: add the others to [plugins] disabled"
-            )
-
-
-def _check_required_stages(plugins: Plugins) -> None:
-    config = plugins.config
-    wanted = {
-        "mmr": config.search.mmr.enabled,
-        "parent": config.search.parent_retriever.enabled,
-        "reranker": config.reranker is not None,
-    }
-    for stage, on in wanted.items():
-        hook, package, setting, install = _STAGE_PACKAGES[stage]
-        if on and not plugins.implements(hook):
-            raise ConfigError(
-                f"{setting} in {config.source or 'the configuration'} needs the plugin "
-                f"{package}, which is not installed or is disabled: take it out of [plugins] "
-                f"disabled, or install it from a groove checkout: {install}"
             )
 
 

@@ -840,7 +840,7 @@ class Store:
         return self._matrix
 
     def embeddings(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
-        """Stored vectors of these chunks (for stages such as MMR; nothing is re-embedded)."""
+        """Stored vectors of these chunks (for a diversifier, say; nothing is re-embedded)."""
         if not chunk_ids or not self.has_vectors():
             return {}
         if self._matrix is not None:

@@ -87,27 +87,12 @@ def query_context(
     app: Groove, query: str, *, limit: int = 5, options: Mapping[str, Any] | None = None
 ) -> QueryContext:
     """The context a stage would receive for ``query`` (pool sized by the enabled plugins)."""
-    from groove_core.models import SearchFilters
-    from groove_core.pipeline import build_context
-
-    return build_context(
-        app.plugins,
-        app.store,
-        app.embedder,
-        query,
-        limit=limit,
-        filters=SearchFilters(),
-        options=options or {},
-    )
+    return app.searcher().context(query, limit=limit, options=options)
 
 
 def candidate_pool(app: Groove, ctx: QueryContext) -> list[SearchHit]:
-    """The fused stage-1 hits for ``ctx`` — the input a rerank/diversify stage receives."""
-    from groove_core.fusion import rrf
-    from groove_core.pipeline import hits_for
-
-    legs = app.plugins.candidates(ctx)
-    return hits_for(ctx.store, rrf(legs, ctx.config.search.fusion.rrf_k, ctx.pool_size))
+    """The fused stage-1 hits for ``ctx`` — the input the rerank stage receives."""
+    return app.searcher().pool(ctx)
 
 
 def check_candidate_leg(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
@@ -134,8 +119,8 @@ def _stage_output(hook: Any, ctx: QueryContext, hits: list[SearchHit]) -> list[S
     return None if out is None else list(out)
 
 
-def check_reranker(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
-    """A reranker returns a reordering of its input (same chunk ids), ranks 1..n,
+def check_rerank_stage(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+    """A rerank stage returns a reordering of its input (same chunk ids), ranks 1..n,
     deterministic, and handles an empty pool."""
     for query in queries:
         ctx = query_context(app, query)
@@ -154,11 +139,13 @@ def check_reranker(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUE
     assert not empty, "an empty pool must give an empty result (or None)"
 
 
-def check_diversifier(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+def check_diversify_stage(
+    plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES
+) -> None:
     """A diversifier returns a subset of its input of size min(limit, len(pool)), ranks 1..n."""
     for query in queries:
         base = query_context(app, query, limit=2)
-        # A diversifier chooses from a wider pool than it returns (MMR asks for limit x 5).
+        # A diversifier chooses from a wider pool than it returns (wide_pool: limit x 5).
         ctx = replace(base, pool_size=max(base.pool_size, base.limit * 5))
         pool = candidate_pool(app, ctx)
         out = _stage_output(plugin.groove_diversify, ctx, pool)
@@ -170,7 +157,7 @@ def check_diversifier(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_
         assert [h.rank for h in out] == list(range(1, len(out) + 1)), f"{query!r}: ranks"
 
 
-def check_expander(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
+def check_expand_stage(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
     """An expander keeps order, score, rank, path and chunk id; it may only change content
     (and must then say where it came from in ``expanded_from``)."""
     for query in queries:

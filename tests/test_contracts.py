@@ -13,9 +13,9 @@ from groove_core.hookspecs import hookimpl
 from groove_core.models import ExpandedRange, LegHit, LegResult, SearchHit
 from groove_core.testing import (
     check_candidate_leg,
-    check_diversifier,
-    check_expander,
-    check_reranker,
+    check_diversify_stage,
+    check_expand_stage,
+    check_rerank_stage,
     make_kb,
     open_kb,
 )
@@ -55,9 +55,9 @@ class Dropper:
 
 
 def test_reranker_contract(app) -> None:  # type: ignore[no-untyped-def]
-    check_reranker(Reverse(), app)
+    check_rerank_stage(Reverse(), app)
     with pytest.raises(AssertionError, match="reordering"):
-        check_reranker(Dropper(), app)
+        check_rerank_stage(Dropper(), app)
 
 
 class FirstN:
@@ -73,9 +73,9 @@ class TooMany:
 
 
 def test_diversifier_contract(app) -> None:  # type: ignore[no-untyped-def]
-    check_diversifier(FirstN(), app)
+    check_diversify_stage(FirstN(), app)
     with pytest.raises(AssertionError, match="size"):
-        check_diversifier(TooMany(), app)
+        check_diversify_stage(TooMany(), app)
 
 
 class Shout:
@@ -92,6 +92,6 @@ class Rescore:
 
 
 def test_expander_contract(app) -> None:  # type: ignore[no-untyped-def]
-    check_expander(Shout(), app)
+    check_expand_stage(Shout(), app)
     with pytest.raises(AssertionError, match="score"):
-        check_expander(Rescore(), app)
+        check_expand_stage(Rescore(), app)

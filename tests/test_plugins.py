@@ -68,13 +68,13 @@ def test_two_plugins_claiming_one_stage_is_a_config_error() -> None:
         make_plugin_manager(GrooveConfig(), extra=[("a", Reverser()), ("b", Passer())])
 
 
-def test_enabling_a_missing_stage_names_the_package() -> None:
-    for data, package in [
-        ({"search": {"mmr": {"enabled": True}}}, "groove-mmr"),
-        ({"search": {"parent_retriever": {"enabled": True}}}, "groove-parent"),
-        ({"reranker": "BAAI/bge-reranker-v2-m3"}, "groove-reranker-bge"),
+def test_a_stage_setting_without_its_plugin_is_a_clear_error() -> None:
+    for data, problem in [
+        ({"search": {"mmr": {"enabled": True}}}, r"\[search\.mmr\]: no enabled plugin"),
+        ({"search": {"parent_retriever": {}}}, r"\[search\.parent_retriever\]: no enabled"),
+        ({"reranker": "BAAI/bge-reranker-v2-m3"}, "unknown key 'reranker': neither groove"),
     ]:
-        with pytest.raises(ConfigError, match=package):
+        with pytest.raises(ConfigError, match=problem):
             make_plugin_manager(parse_config(data), entry_points=False)
 
 
@@ -116,9 +116,11 @@ class Configured:
 def test_plugin_config_is_validated_by_the_plugin() -> None:
     ok = parse_config({"plugin": {"conf": {"boost": 2.5}}}, "kb/groove.toml")
     plugins = make_plugin_manager(ok, extra=[("conf", Configured())])
-    assert plugins.settings["conf"] == Settings(boost=2.5)
+    assert plugins.settings.of_plugin("conf") == Settings(boost=2.5)
+    assert plugins.settings.get(Settings) == Settings(boost=2.5)
     bad = parse_config({"plugin": {"conf": {"boots": 1}}}, "kb/groove.toml")
-    with pytest.raises(ConfigError, match=r"\[plugin.conf\] in kb/groove.toml: boots"):
+    problem = r"\[plugin.conf\] in kb/groove.toml: unknown key 'plugin\.conf\.boots'"
+    with pytest.raises(ConfigError, match=problem):
         make_plugin_manager(bad, extra=[("conf", Configured())])
     stray = parse_config({"plugin": {"nothere": {}}}, "kb/groove.toml")
     with pytest.raises(ConfigError, match="no plugin named 'nothere'"):

@@ -82,25 +82,14 @@ def fingerprint(
 
 
 def _stage_settings(config: GrooveConfig, plugins: Plugins) -> dict[str, Any]:
-    """Only the full pipeline depends on the optional stages' knobs."""
-    mmr, parent = config.search.mmr, config.search.parent_retriever
-    out: dict[str, Any] = {
-        "reranker": config.reranker,
-        "rerank_by_default": config.rerank_by_default,
-        "mmr.enabled": mmr.enabled,
-        "parent.enabled": parent.enabled,
-    }
-    if mmr.enabled:
-        out.update({"mmr.lambda": mmr.lambda_, "mmr.same_doc_penalty": mmr.same_doc_penalty})
-    if parent.enabled:
-        out.update(
-            {
-                "parent.whole_doc_threshold_tokens": parent.whole_doc_threshold_tokens,
-                "parent.max_expanded_tokens": parent.max_expanded_tokens,
-            }
-        )
-    for name, section in sorted(config.plugin.items()):
-        out[f"plugin.{name}"] = _fingerprinted(section, plugins.settings.get(name))
+    """Only the full pipeline depends on the optional stages' knobs: every plugin
+    section as validated (defaults included), by its path."""
+    out: dict[str, Any] = {}
+    settings = plugins.settings
+    for section in sorted(settings.sections, key=lambda s: (s.path, s.plugin)):
+        values = settings.values[section.model].model_dump(by_alias=True, mode="json")
+        key = section.path or f"(top level, plugin {section.plugin})"
+        out[key] = _fingerprinted(values, settings.values[section.model])
     return out
 
 

@@ -3,7 +3,7 @@
 Both stages are measured on the same thing a user receives: the top ``limit`` chunks
 (10 by default), collapsed to documents. Stage 1 is the fused RRF list before rerank,
 diversify and expand; ``full`` is the response of every enabled stage. Measuring both at
-the same depth keeps them comparable: MMR's gain (more distinct documents in 10 chunks)
+the same depth keeps them comparable: a diversifier's gain (more distinct documents in 10 chunks)
 would vanish if stage 1 were scored on a deeper list.
 """
 
@@ -26,9 +26,9 @@ from groove_core.evaluation.metrics import (
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
-    from groove_core.context import QueryContext
     from groove_core.embedding import Embedder
     from groove_core.models import LegResult
+    from groove_core.pipeline import Searcher
     from groove_core.plugins import Plugins
     from groove_core.store import Store
 
@@ -120,39 +120,28 @@ def failed(query: ResolvedQuery, error: str) -> QueryOutcome:
 
 
 @dataclass
-class Searcher:
-    """One configuration's view of an index: its plugins over a shared store and embedder."""
+class GoldenSearcher:
+    """One configuration's view of an index for scoring: a core :class:`Searcher`, and
+    chunk paths remembered across queries."""
 
-    plugins: Plugins
-    store: Store
-    embedder: Embedder
+    searcher: Searcher
     _paths: dict[int, str] = field(default_factory=dict)
 
     @property
     def config(self) -> GrooveConfig:
-        return self.plugins.config
-
-    def context(self, query: str, limit: int) -> QueryContext:
-        from groove_core.models import SearchFilters
-        from groove_core.pipeline import build_context
-
-        return build_context(
-            self.plugins,
-            self.store,
-            self.embedder,
-            query,
-            limit=limit,
-            filters=SearchFilters(),
-            options={},
-        )
+        return self.searcher.config
 
     def paths(self, chunk_ids: Sequence[int]) -> dict[int, str]:
         """Chunk id -> document path, remembered across queries."""
         wanted = [c for c in chunk_ids if c not in self._paths]
         if wanted:
-            for cid, row in self.store.chunk_rows(wanted).items():
+            for cid, row in self.searcher.store.chunk_rows(wanted).items():
                 self._paths[cid] = row["path"]
         return {c: self._paths[c] for c in chunk_ids if c in self._paths}
+
+    @property
+    def plugins(self) -> Plugins:
+        return self.searcher.plugins
 
     def fused(self, legs: Sequence[LegResult], k: float, limit: int) -> list[tuple[str, float]]:
         """RRF of ``legs`` cut to ``limit`` chunks, as (path, score)."""
@@ -164,22 +153,17 @@ class Searcher:
 
     def candidates(self, query: str, limit: int) -> list[tuple[str, float]]:
         """Stage 1: the fused list before any optional stage, top ``limit`` chunks."""
-        from groove_core.weighting import weigh
-
-        ctx = self.context(query, limit)
-        legs = weigh(ctx, self.plugins.candidates(ctx))
-        return self.fused(legs, self.config.search.fusion.rrf_k, limit)
+        ctx = self.searcher.context(query, limit=limit)
+        return self.fused(self.searcher.candidates(ctx), self.config.search.fusion.rrf_k, limit)
 
     def full(self, query: str, limit: int) -> list[tuple[str, float]]:
         """Every enabled stage: exactly what ``groove search`` returns."""
-        from groove_core.pipeline import run
-
-        response, _ = run(self.context(query, limit), self.plugins)
+        response = self.searcher.search(query, limit=limit)
         return [(h.path, h.score) for h in response.results]
 
 
 def run_golden(
-    searcher: Searcher,
+    searcher: GoldenSearcher,
     queries: Sequence[ResolvedQuery],
     *,
     stage: Stage,
@@ -203,23 +187,20 @@ def run_golden(
     return out
 
 
-def make_searcher(config: GrooveConfig, store: Store, embedder: Embedder) -> Searcher:
+def make_searcher(config: GrooveConfig, store: Store, embedder: Embedder) -> GoldenSearcher:
     """A searcher for ``config`` (e.g. one leg disabled) over an already open index."""
+    from groove_core.pipeline import Searcher
     from groove_core.plugins import make_plugin_manager
 
-    return Searcher(make_plugin_manager(config), store, embedder)
+    return GoldenSearcher(Searcher(make_plugin_manager(config), store, embedder))
 
 
 def with_changes(config: GrooveConfig, changes: dict[str, Any]) -> GrooveConfig:
     """A copy of ``config`` with dotted keys replaced (``{"search.fusion.rrf_k": 30}``),
     validated like the file itself so a bad value is a ConfigError, not a silent typo."""
-    from groove_core.config import parse_config
+    from groove_core.config import parse_config, set_dotted
 
-    data = config.model_dump(by_alias=True, exclude={"source"})
+    data = config.to_data()
     for dotted, value in changes.items():
-        node = data
-        *parents, leaf = dotted.split(".")
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[leaf] = value
+        set_dotted(data, dotted, value)
     return parse_config(data, config.source or "<eval>")

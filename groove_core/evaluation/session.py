@@ -21,9 +21,9 @@ from groove_core.evaluation.golden import (
 from groove_core.evaluation.metrics import DEFAULT_SEED, METRIC_NAMES, Estimate, bootstrap
 from groove_core.evaluation.runner import (
     CachedEmbedder,
+    GoldenSearcher,
     Outcomes,
     Progress,
-    Searcher,
     Stage,
     make_searcher,
     run_golden,
@@ -58,7 +58,7 @@ class EvalSession:
     golden: GoldenSet
     queries: list[ResolvedQuery]
     embedder: CachedEmbedder
-    _searchers: dict[str, Searcher] = field(default_factory=dict)
+    _searchers: dict[str, GoldenSearcher] = field(default_factory=dict)
 
     @classmethod
     def open(cls, kb: Path, config_path: Path | None, golden_path: Path | None) -> EvalSession:
@@ -80,13 +80,18 @@ class EvalSession:
     def config(self) -> GrooveConfig:
         return self.app.config
 
-    def searcher(self, config: GrooveConfig | None = None) -> Searcher:
+    def searcher(self, config: GrooveConfig | None = None) -> GoldenSearcher:
         """A searcher per distinct configuration, over the shared store and embedder."""
+        import json
+
+        from groove_core.pipeline import Searcher
+
         config = config or self.config
-        key = config.model_dump_json()
+        key = json.dumps(config.to_data(), sort_keys=True, default=str)
         if key not in self._searchers:
             if config is self.config:
-                self._searchers[key] = Searcher(self.app.plugins, self.app.store, self.embedder)
+                inner = Searcher(self.app.plugins, self.app.store, self.embedder)
+                self._searchers[key] = GoldenSearcher(inner)
             else:
                 self._searchers[key] = make_searcher(config, self.app.store, self.embedder)
         return self._searchers[key]
@@ -116,23 +121,14 @@ def _default_golden(kb: Path) -> Path:
 
 # -- ablation ----------------------------------------------------------------------------
 
-#: Config switches of the optional stages, and the hook whose plugin provides each.
-_STAGE_SWITCHES = {
-    "mmr": ("groove_diversify", "search.mmr.enabled"),
-    "parent": ("groove_expand", "search.parent_retriever.enabled"),
-}
-
-
-def _stages_off() -> dict[str, object]:
-    return {"search.mmr.enabled": False, "search.parent_retriever.enabled": False, "reranker": None}
-
 
 def ablation_variants(session: EvalSession) -> list[Variant]:
     """Lexical only, vector only, hybrid (stage 1), then hybrid plus each optional stage.
 
-    A stage that is installed but off in groove.toml gets a row with its default
-    settings (marked), so ``--ablate`` also answers "would MMR help here?". The reranker
-    needs a model, so it only gets a row when groove.toml names one.
+    The optional stages are those the enabled plugins switch (``groove_stage_switches``).
+    A stage that is off in groove.toml gets a row with its default settings (marked), so
+    ``--ablate`` also answers "would this stage help here?". A stage that needs a setting
+    groove.toml leaves unset (e.g. a model) gets no row.
     """
     config, plugins = session.config, session.app.plugins
     disabled = list(config.plugins.disabled)
@@ -142,23 +138,20 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
         rows.append(_leg_variant("lexical only", config, [*disabled, "vector"]))
         rows.append(_leg_variant("vector only", config, [*disabled, "fts"]))
     rows.append(Variant("hybrid (stage 1)", config, "candidates"))
+    switches = plugins.stage_switches()
+    all_off = {s.setting: False for s in switches}
     on_count = 0
-    for name, (hook, switch) in _STAGE_SWITCHES.items():
-        if not plugins.implements(hook):
+    for switch in switches:
+        needs = switch.requires
+        if needs is not None and plugins.settings.value(needs) is None:
             continue
-        on = _switch_value(config, switch)
+        on = plugins.default_on(switch)
         on_count += on
-        changes = {**_stages_off(), switch: True}
+        changes = {**all_off, switch.setting: True}
         note = "" if on else "off in groove.toml: default settings"
-        rows.append(Variant(f"hybrid + {name}", with_changes(config, changes), "full", note))
-    if config.reranker is not None and plugins.implements("groove_rerank"):
-        on_count += 1
-        changes = {
-            **_stages_off(),
-            "reranker": config.reranker,
-            "rerank_by_default": True,
-        }
-        rows.append(Variant("hybrid + reranker", with_changes(config, changes), "full"))
+        rows.append(
+            Variant(f"hybrid + {switch.plugin}", with_changes(config, changes), "full", note)
+        )
     if on_count > 1:
         rows.append(Variant("full pipeline (as configured)", config, "full"))
     return rows
@@ -166,10 +159,3 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
 
 def _leg_variant(name: str, config: GrooveConfig, disabled: Sequence[str]) -> Variant:
     return Variant(name, with_changes(config, {"plugins.disabled": list(disabled)}), "candidates")
-
-
-def _switch_value(config: GrooveConfig, dotted: str) -> bool:
-    node: object = config
-    for part in dotted.split("."):
-        node = getattr(node, part)
-    return bool(node)

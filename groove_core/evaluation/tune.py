@@ -37,9 +37,9 @@ from groove_core.evaluation.metrics import (
     paired_test,
 )
 from groove_core.evaluation.runner import (
+    GoldenSearcher,
     Outcomes,
     QueryOutcome,
-    Searcher,
     failed,
     score,
     with_changes,
@@ -168,14 +168,17 @@ class _Prepared:
 
 
 def _prepare(
-    searcher: Searcher, queries: Sequence[ResolvedQuery], limit: int, progress: Progress | None
+    searcher: GoldenSearcher,
+    queries: Sequence[ResolvedQuery],
+    limit: int,
+    progress: Progress | None,
 ) -> list[_Prepared]:
     from groove_core.query import QueryError
 
     prepared = []
     for query in queries:
         try:
-            ctx = searcher.context(query.golden.query, limit)
+            ctx = searcher.searcher.context(query.golden.query, limit=limit)
         except QueryError as err:
             prepared.append(_Prepared(query, None, [], str(err)))
         else:
@@ -205,7 +208,7 @@ class GridResult:
 
 
 def run_grid(
-    searcher: Searcher,
+    searcher: GoldenSearcher,
     queries: Sequence[ResolvedQuery],
     *,
     limit: int,
@@ -261,7 +264,7 @@ def _legs_for(item: _Prepared, config: GrooveConfig, lexical: set[str]) -> list[
 
 
 def _score(
-    searcher: Searcher, item: _Prepared, legs: list[LegResult], k: float, limit: int
+    searcher: GoldenSearcher, item: _Prepared, legs: list[LegResult], k: float, limit: int
 ) -> QueryOutcome:
     if item.error is not None:
         return failed(item.query, item.error)

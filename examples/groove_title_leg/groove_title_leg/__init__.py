@@ -6,7 +6,8 @@ import unicodedata
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from groove_core.context import QueryContext, SearchOption
+from groove_core.config import ConfigSection
+from groove_core.context import QueryContext, StageSwitch
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
 
@@ -27,26 +28,22 @@ def _fold(text: str) -> str:
 
 
 @hookimpl
-def groove_config_schema() -> type[BaseModel]:
-    return TitleLegSettings
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection(f"plugin.{NAME}", TitleLegSettings)]
 
 
 @hookimpl
-def groove_search_options() -> list[SearchOption]:
-    return [SearchOption(NAME, "bool", "Also rank documents whose title matches the query.")]
-
-
-def _settings(ctx: QueryContext) -> TitleLegSettings:
-    settings = ctx.plugin_config(NAME)
-    return settings if isinstance(settings, TitleLegSettings) else TitleLegSettings()
+def groove_stage_switches() -> list[StageSwitch]:
+    # --titles/--no-titles and the MCP "titles" parameter, defaulting to the setting.
+    setting = f"plugin.{NAME}.enabled_by_default"
+    return [StageSwitch(NAME, setting, "Also rank documents whose title matches the query")]
 
 
 @hookimpl
 def groove_candidates(ctx: QueryContext) -> LegResult | None:
-    settings = _settings(ctx)
-    on = ctx.flag(NAME)
-    if not (settings.enabled_by_default if on is None else on) or not ctx.query.positives:
+    if not ctx.active(NAME) or not ctx.query.positives:
         return None
+    settings = ctx.settings.get(TitleLegSettings)
     phrases = [_fold(p) for p in ctx.query.positives]
     scored = []
     for doc in ctx.store.documents():

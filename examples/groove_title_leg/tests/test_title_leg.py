@@ -67,7 +67,7 @@ def test_it_is_installed_listed_and_adds_a_search_switch() -> None:
 
 def test_its_config_section_is_validated(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + "[plugin.titles]\nmax_docs = 3\n")
-    with pytest.raises(ConfigError, match=r"\[plugin.titles\].*max_docs"):
+    with pytest.raises(ConfigError, match=r"(?s)\[plugin.titles\].*max_docs"):
         open_kb(kb)
 
 

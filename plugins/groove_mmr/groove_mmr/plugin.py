@@ -1,8 +1,9 @@
 """The ``mmr`` plugin: stage 3 of the pipeline, MMR diversity (``[search.mmr]``).
 
-Registered through the ``groove`` entry point ``mmr``. Inactive (config off and no
-``--mmr``), every hook returns ``None``: no pool is requested and the hits pass through, so
-the output is bit-identical to a groove without this plugin.
+Registered through the ``groove`` entry point ``mmr``; it owns ``[search.mmr]`` and the
+``mmr`` switch. Inactive (config off and no ``--mmr``), every hook returns ``None``: no
+pool is requested and the hits pass through, so the output is bit-identical to a groove
+without this plugin.
 """
 
 from __future__ import annotations
@@ -10,7 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from groove_core.context import SearchOption
+from pydantic import BaseModel, ConfigDict, Field
+
+from groove_core.config import ConfigSection
+from groove_core.context import StageSwitch, wide_pool
 from groove_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -21,40 +25,45 @@ if TYPE_CHECKING:
 
 NAME = "mmr"
 
-#: The pool MMR chooses from: ``limit × POOL_FACTOR``, at least ``MIN_POOL`` (SPEC P4).
-POOL_FACTOR = 5
-MIN_POOL = 50
 
+class MMRSettings(BaseModel):
+    """MMR diversity (plugin groove_mmr)."""
 
-def is_active(ctx: QueryContext) -> bool:
-    """The per-query ``mmr`` option when given, else ``[search.mmr] enabled``."""
-    given = ctx.flag(NAME)
-    return ctx.config.search.mmr.enabled if given is None else given
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    enabled: bool = Field(False, description="diversify the top results (needs groove-mmr)")
+    lambda_: float = Field(
+        0.7,
+        alias="lambda",
+        ge=0.0,
+        le=1.0,
+        description="relevance vs. diversity: 1.0 is pure relevance (MMR off, but slower)",
+    )
+    same_doc_penalty: float = Field(
+        0.0, ge=0.0, description="extra penalty for a second chunk of an already picked document"
+    )
 
 
 @hookimpl
-def groove_search_options() -> list[SearchOption]:
-    return [
-        SearchOption(
-            NAME,
-            "bool",
-            "Diversify results with MMR for this query (overrides [search.mmr] enabled).",
-        )
-    ]
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection("search.mmr", MMRSettings)]
+
+
+@hookimpl
+def groove_stage_switches() -> list[StageSwitch]:
+    return [StageSwitch(NAME, "search.mmr.enabled", "Diversify results with MMR for this query")]
 
 
 @hookimpl
 def groove_pool_size(ctx: QueryContext) -> int | None:
-    if not is_active(ctx):
-        return None
-    return max(ctx.limit * POOL_FACTOR, MIN_POOL)
+    return wide_pool(ctx.limit) if ctx.active(NAME) else None
 
 
 @hookimpl
 def groove_diversify(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
-    if not is_active(ctx):
+    if not ctx.active(NAME):
         return None
-    settings = ctx.config.search.mmr
+    settings = ctx.settings.get(MMRSettings)
     if settings.lambda_ == 1.0 and settings.same_doc_penalty == 0.0:
         # With λ = 1 and no same-doc penalty the gain is the relevance alone: the order of
         # MMR off, paid for with a wider pool and an embedding read. Say so, keep going.

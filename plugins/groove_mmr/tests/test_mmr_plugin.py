@@ -50,7 +50,13 @@ def test_the_plugin_is_discovered_through_its_entry_point() -> None:
     plugins = make_plugin_manager(parse_config({}))
     info = next(i for i in plugins.infos if i.name == "mmr")
     assert (info.distribution, info.status) == ("groove-mmr", "enabled")
-    assert info.hooks == ("groove_diversify", "groove_pool_size", "groove_search_options")
+    assert info.hooks == (
+        "groove_config_sections",
+        "groove_diversify",
+        "groove_pool_size",
+        "groove_stage_switches",
+    )
+    assert (info.stages, info.off_by_default) == (("mmr",), True)
 
 
 def test_inactive_mmr_requests_no_pool_and_changes_nothing(tmp_path: Path) -> None:
@@ -160,6 +166,6 @@ def test_enabling_mmr_while_the_plugin_is_disabled_names_the_package(tmp_path: P
     )
     result = _cli(kb, "search", QUERY)
     assert result.exit_code == 1
-    assert "needs the plugin groove-mmr" in result.output
-    assert "install it from a groove checkout: pip install ./plugins/groove_mmr" in result.output
+    assert "[search.mmr]: no enabled plugin provides this section" in result.output
+    assert "[plugins] disabled keeps mmr (groove-mmr) from loading" in result.output
     assert "Traceback" not in result.output

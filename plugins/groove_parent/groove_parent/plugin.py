@@ -1,10 +1,10 @@
 """The ``parent`` plugin: stage 4 of the pipeline, parent-retriever expansion.
 
-Registered through the ``groove`` entry point ``parent``; configured by
-``[search.parent_retriever]``. It only rewrites the content of hits already chosen: it never
-asks for a wider pool and never reorders, so recall, MRR and nDCG cannot move. Inactive
-(config off and no ``--parent``), the stage returns ``None`` and the output is
-bit-identical to a groove without this plugin.
+Registered through the ``groove`` entry point ``parent``; it owns
+``[search.parent_retriever]`` and the ``parent`` switch. It only rewrites the content of
+hits already chosen: it never asks for a wider pool and never reorders, so recall, MRR
+and nDCG cannot move. Inactive (config off and no ``--parent``), the stage returns
+``None`` and the output is bit-identical to a groove without this plugin.
 """
 
 from __future__ import annotations
@@ -12,7 +12,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from groove_core.context import SearchOption
+from pydantic import BaseModel, ConfigDict, Field
+
+from groove_core.config import ConfigSection
+from groove_core.context import StageSwitch
 from groove_core.hookspecs import hookimpl
 from groove_parent.expand import Piece, expand, pieces
 
@@ -23,29 +26,41 @@ if TYPE_CHECKING:
 NAME = "parent"
 
 
-def is_active(ctx: QueryContext) -> bool:
-    """The per-query ``parent`` option when given, else ``[search.parent_retriever] enabled``."""
-    given = ctx.flag(NAME)
-    return ctx.config.search.parent_retriever.enabled if given is None else given
+class ParentSettings(BaseModel):
+    """Parent-retriever expansion (plugin groove_parent)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(False, description="expand small hits (needs groove-parent)")
+    whole_doc_threshold_tokens: int = Field(
+        100, ge=0, description="a hit under this many tokens returns its whole document"
+    )
+    max_expanded_tokens: int = Field(
+        2000, ge=1, description="cap on the tokens of an expanded hit's content"
+    )
 
 
 @hookimpl
-def groove_search_options() -> list[SearchOption]:
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection("search.parent_retriever", ParentSettings)]
+
+
+@hookimpl
+def groove_stage_switches() -> list[StageSwitch]:
     return [
-        SearchOption(
+        StageSwitch(
             NAME,
-            "bool",
-            "Expand small hits with their document or sibling sections for this query "
-            "(overrides [search.parent_retriever] enabled).",
+            "search.parent_retriever.enabled",
+            "Expand small hits with their document or sibling sections for this query",
         )
     ]
 
 
 @hookimpl
 def groove_expand(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] | None:
-    if not is_active(ctx):
+    if not ctx.active(NAME):
         return None
-    settings = ctx.config.search.parent_retriever
+    settings = ctx.settings.get(ParentSettings)
     docs: dict[int, list[Piece]] = {}
     out = []
     for hit in hits:

@@ -63,7 +63,8 @@ def test_the_plugin_is_discovered_through_its_entry_point() -> None:
     plugins = make_plugin_manager(parse_config({}))
     info = next(i for i in plugins.infos if i.name == "parent")
     assert (info.distribution, info.status) == ("groove-parent", "enabled")
-    assert info.hooks == ("groove_expand", "groove_search_options")
+    assert info.hooks == ("groove_config_sections", "groove_expand", "groove_stage_switches")
+    assert (info.stages, info.off_by_default) == (("parent",), True)
 
 
 def test_a_small_hit_returns_its_whole_document(tmp_path: Path) -> None:
@@ -197,6 +198,6 @@ def test_enabling_parent_while_the_plugin_is_disabled_names_the_package(tmp_path
     )
     result = _cli(kb, "search", "kettle")
     assert result.exit_code == 1
-    assert "needs the plugin groove-parent" in result.output
-    assert "install it from a groove checkout: pip install ./plugins/groove_parent" in result.output
+    assert "[search.parent_retriever]: no enabled plugin provides this section" in result.output
+    assert "[plugins] disabled keeps parent (groove-parent) from loading" in result.output
     assert "Traceback" not in result.output

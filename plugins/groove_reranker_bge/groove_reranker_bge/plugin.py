@@ -1,7 +1,7 @@
 """The ``reranker`` plugin: stage 2 of the pipeline, cross-encoder reranking (SPEC P4).
 
 Registered through the ``groove`` entry point ``reranker``. Which model runs comes from the
-core's top-level ``reranker`` key (obeying ``rerank_by_default``) or, for one query, from
+top-level ``reranker`` key it owns (obeying ``rerank_by_default``) or, for one query, from
 ``--reranker MODEL`` / the MCP ``reranker`` parameter (applied unconditionally);
 ``--rerank/--no-rerank`` switches the configured model on or off for a query. Over MCP the
 ``reranker`` parameter only takes the models groove.toml lists (:func:`mcp_models`): an
@@ -14,41 +14,29 @@ the model libraries load in ``backends`` when a rerank first runs.
 
 from __future__ import annotations
 
-import functools
-import importlib.metadata
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from groove_core.context import SearchOption
+from groove_core.config import ConfigSection
+from groove_core.context import POOL_FACTOR, SearchOption, StageSwitch, wide_pool
 from groove_core.hookspecs import hookimpl
 from groove_core.query import QueryError
 from groove_reranker_bge.backends import ModelKey, get_model, resolve_backend
 from groove_reranker_bge.budget import Scored, score_within_budget
-from groove_reranker_bge.settings import RerankerSettings
+from groove_reranker_bge.settings import RerankerKeys, RerankerSettings
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from groove_core.config import GrooveConfig
+    from groove_core.config import Settings
     from groove_core.context import QueryContext
     from groove_core.models import SearchHit
 
 NAME = "reranker"
 #: The per-query switch for the model configured in groove.toml.
 SWITCH = "rerank"
-
-#: SPEC P4 pool sizes: ``limit × POOL_FACTOR``, at least ``MMR_MIN_POOL`` with MMR on.
-POOL_FACTOR = 5
-MMR_MIN_POOL = 50
-
-#: The other optional stages whose state decides the pool: (plugin name, config switch).
-_STAGE_SWITCHES: dict[str, Callable[[GrooveConfig], bool]] = {
-    "mmr": lambda config: config.search.mmr.enabled,
-    "parent": lambda config: config.search.parent_retriever.enabled,
-}
-
 
 # -- activation --------------------------------------------------------------------------
 
@@ -68,7 +56,8 @@ def active_model(ctx: QueryContext) -> str | None:
                 "give one or the other"
             )
         return named
-    configured = ctx.config.reranker
+    keys = ctx.settings.get(RerankerKeys)
+    configured = keys.reranker
     if configured is None:
         if switch:
             raise QueryError(
@@ -76,7 +65,7 @@ def active_model(ctx: QueryContext) -> str | None:
                 "or name one for the query (--reranker MODEL)"
             )
         return None
-    on = ctx.config.rerank_by_default if switch is None else switch
+    on = keys.rerank_by_default if switch is None else switch
     return configured if on else None
 
 
@@ -92,33 +81,19 @@ def _named_model(ctx: QueryContext) -> str | None:
 # -- pool size ---------------------------------------------------------------------------
 
 
-def pool_size(limit: int, *, mmr: bool, parent: bool) -> int:
-    """How many fused candidates the reranker sees (SPEC P4).
+def pool_size(limit: int, *, diversified: bool, expanded: bool) -> int:
+    """How many fused candidates the reranker sees (docs/retrieval-pipeline.md).
 
-    MMR on: ``limit × 5``, at least 50, so diversity has room to choose. MMR off: ``limit``
-    when the parent retriever is on, or ``limit × 5`` when the reranker is the only
-    optional stage on (the seed's pre-v0.7.0 overfetch). The parent retriever never widens
-    the pool.
+    A diversifier on (the ``mmr`` stage): ``wide_pool(limit)``, so diversity has room to
+    choose. Otherwise: ``limit`` when the parent retriever (``parent``) is on, or ``limit ×
+    POOL_FACTOR`` when the reranker is the only optional stage on (the seed's pre-v0.7.0
+    overfetch). The parent retriever never widens the pool.
     """
-    if mmr:
-        return max(limit * POOL_FACTOR, MMR_MIN_POOL)
-    if parent:
+    if diversified:
+        return wide_pool(limit)
+    if expanded:
         return limit
     return limit * POOL_FACTOR
-
-
-def stage_on(ctx: QueryContext, name: str) -> bool:
-    """Whether the optional stage ``name`` runs for this query, decided as that plugin
-    does (its per-query option, else its config switch) — and only when it is loaded."""
-    if name in ctx.config.plugins.disabled or name not in _installed_plugins():
-        return False
-    given = ctx.flag(name)
-    return bool(_STAGE_SWITCHES[name](ctx.config)) if given is None else given
-
-
-@functools.cache
-def _installed_plugins() -> frozenset[str]:
-    return frozenset(ep.name for ep in importlib.metadata.entry_points(group="groove"))
 
 
 # -- reranking ---------------------------------------------------------------------------
@@ -212,12 +187,31 @@ def groove_config_schema() -> type[BaseModel]:
     return RerankerSettings
 
 
-def mcp_models(config: GrooveConfig) -> list[str]:
+@hookimpl
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection("", RerankerKeys)]
+
+
+@hookimpl
+def groove_stage_switches() -> list[StageSwitch]:
+    return [
+        StageSwitch(
+            SWITCH,
+            "rerank_by_default",
+            "Rerank with the model configured in groove.toml for this query",
+            requires="reranker",
+            decide=lambda ctx: active_model(ctx) is not None,
+        )
+    ]
+
+
+def mcp_models(settings: Settings) -> list[str]:
     """The models an MCP client may name: the top-level ``reranker``, then
     ``[plugin.reranker] models``, in that order, without repeats."""
-    raw = config.plugin.get(NAME, {})
-    listed = RerankerSettings.model_validate(raw).models if isinstance(raw, dict) else ()
-    named = [config.reranker, *listed] if config.reranker else list(listed)
+    configured = settings.get(RerankerKeys).reranker
+    own = settings.of_plugin(NAME)
+    listed = own.models if isinstance(own, RerankerSettings) else ()
+    named = [configured, *listed] if configured else list(listed)
     return list(dict.fromkeys(m.strip() for m in named if m and m.strip()))
 
 
@@ -231,20 +225,14 @@ def groove_search_options() -> list[SearchOption]:
             "whatever rerank_by_default says. Over MCP: one of the models groove.toml lists.",
             choices=mcp_models,
         ),
-        SearchOption(
-            SWITCH,
-            "bool",
-            "Rerank with the model configured in groove.toml for this query "
-            "(overrides rerank_by_default).",
-        ),
     ]
 
 
 @hookimpl
 def groove_pool_size(ctx: QueryContext) -> int | None:
-    if active_model(ctx) is None:
+    if not ctx.active(SWITCH):
         return None
-    return pool_size(ctx.limit, mmr=stage_on(ctx, "mmr"), parent=stage_on(ctx, "parent"))
+    return pool_size(ctx.limit, diversified=ctx.active("mmr"), expanded=ctx.active("parent"))
 
 
 @hookimpl

@@ -1,14 +1,23 @@
-"""``[plugin.reranker]`` in groove.toml: how the cross-encoder runs (not which one).
-
-Which model, and whether it runs by default, are the core's top-level ``reranker`` and
-``rerank_by_default`` keys (SPEC P4); this section only tunes the plugin.
-"""
+"""The plugin's keys in groove.toml: which cross-encoder reranks and whether by default
+(the top-level ``reranker`` and ``rerank_by_default``, the seed's layout), and how it runs
+(``[plugin.reranker]``)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+
+class RerankerKeys(BaseModel):
+    """Which cross-encoder reranks, and whether for every search (groove-reranker-bge)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    reranker: str | None = Field(None, description="cross-encoder model name or path")
+    rerank_by_default: bool = Field(
+        False, description="apply the configured reranker to every search"
+    )
 
 
 class RerankerSettings(BaseModel):

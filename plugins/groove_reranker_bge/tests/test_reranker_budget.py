@@ -163,8 +163,8 @@ def test_reorder_leaves_its_input_alone() -> None:
         (10, False, True, 10),  # only the parent retriever besides: limit
     ],
 )
-def test_pool_sizes_follow_spec_p4(limit: int, mmr: bool, parent: bool, expected: int) -> None:
-    assert pool_size(limit, mmr=mmr, parent=parent) == expected
+def test_pool_sizes_follow_the_seed(limit: int, mmr: bool, parent: bool, expected: int) -> None:
+    assert pool_size(limit, diversified=mmr, expanded=parent) == expected
 
 
 def test_the_passage_carries_the_title_and_heading_path_like_the_embedded_text() -> None:

@@ -16,7 +16,7 @@ from groove_core.app import Groove
 from groove_core.config import ConfigError, parse_config
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, check_reranker, make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, check_rerank_stage, make_kb, open_kb
 
 QUERY = "ranking results"
 
@@ -63,15 +63,17 @@ def test_the_plugin_is_discovered_through_its_entry_point() -> None:
     assert (info.distribution, info.status) == ("groove-reranker-bge", "enabled")
     assert info.hooks == (
         "groove_config_schema",
+        "groove_config_sections",
         "groove_pool_size",
         "groove_rerank",
         "groove_search_options",
+        "groove_stage_switches",
     )
 
 
 def test_the_reranker_meets_the_core_contract(tmp_path: Path, tiny_model: Path) -> None:
     app = _app(tmp_path, _configured(tiny_model, by_default=True))
-    check_reranker(reranker_plugin, app)
+    check_rerank_stage(reranker_plugin, app)
 
 
 def test_without_a_model_nothing_changes(tmp_path: Path) -> None:
