@@ -426,8 +426,8 @@ def resolve_settings(
         except ValidationError as err:
             # One line, as a plugin's message has always been: "invalid [plugin.x] in F: ..."
             lines = _format_error(err, "", section.path).splitlines()[1:]
-            problems = "; ".join(line.strip() for line in lines)
-            raise ConfigError(f"invalid {section.label} in {source}: {problems}") from None
+            found = "; ".join(line.strip() for line in lines)
+            raise ConfigError(f"invalid {section.label} in {source}: {found}") from None
     known = set(plugin_names)
     problems = [_unclaimed_problem(k, v) for k, v in unclaimed.items() if not _dormant(k, known)]
     if problems:
