@@ -15,12 +15,13 @@ from groove_core.models import SearchFilters, SearchResponse
 from groove_core.plugins import Plugins, make_plugin_manager
 
 if TYPE_CHECKING:
+    from groove_core.backend import BuildMode, IndexBackend
     from groove_core.context import QueryContext
     from groove_core.embedding import Embedder
     from groove_core.indexer import IndexReport, ProgressFn
     from groove_core.models import LegResult
     from groove_core.pipeline import Searcher
-    from groove_core.store import Consistency, Store
+    from groove_core.store import Store
 
 
 class Groove:
@@ -61,17 +62,38 @@ class Groove:
 
     @property
     def index_label(self) -> str:
-        """The index file as messages name it: KB-relative when it lies inside the KB."""
-        path = self.index_file
-        return path.relative_to(self.kb).as_posix() if path.is_relative_to(self.kb) else str(path)
+        """The index as messages name it (for SQLite, the file, KB-relative when inside)."""
+        return self.backend.label
+
+    @cached_property
+    def backend(self) -> IndexBackend:
+        """The storage backend ``[store] backend`` names (docs/storage-backends.md)."""
+        from groove_core.backend import BackendContext
+
+        name = self.config.store.backend
+        specs = self.plugins.backend_specs()
+        if name not in specs:
+            known = ", ".join(sorted(specs)) or "none"
+            raise ConfigError(
+                f"[store] backend = {name!r} in {self.config.source or 'groove.toml'}: no "
+                f"enabled plugin provides it (available: {known}; `groove plugins list` "
+                "shows the installed plugins)"
+            )
+        kb_name = self.config.kb.name or self.kb.resolve().name or "kb"
+        ctx = BackendContext(self.kb, self.config, self.plugins.settings, kb_name, self.index_file)
+        return specs[name].factory(ctx)
 
     @property
     def store(self) -> Store:
-        """This thread's open index, reopened when the file was replaced since (``index
-        --rebuild`` or a doctor rebuild in another process): one stat per access. Never
-        inside a read transaction, so one search always reads one file."""
+        """This thread's open index, reopened when it was replaced since (``index
+        --rebuild`` or a doctor rebuild in another process): one stat per access for
+        SQLite. Never inside a read transaction, so one search always reads one index."""
         current: Store | None = getattr(self._local, "store", None)
-        if current is not None and not current.conn.in_transaction and current.replaced():
+        if (
+            current is not None
+            and not current.conn.in_transaction
+            and not self.backend.current(current)
+        ):
             import structlog  # ~70 ms to import; only a long-lived server gets here
 
             structlog.get_logger("groove").info("index replaced: reopening", index=self.index_label)
@@ -83,9 +105,7 @@ class Groove:
         return current
 
     def _open_store(self) -> Store:
-        from groove_core.store import Store
-
-        store = Store.open(self.index_file, self.index_label)
+        store = self.backend.open()
         try:
             store.check_embedder(self.embedder.identity)
         except BaseException:
@@ -111,101 +131,46 @@ class Groove:
     ) -> IndexReport:
         """Index the KB incrementally. ``rebuild`` builds a new index beside the old one
         and ``reembed`` re-embeds a copy of it with the configured embedder (after a change
-        of embedder); either swaps the new file in only when complete, so a failed or
+        of embedder); either swaps the new one in only when complete, so a failed or
         killed run changes nothing and the old index serves searches meanwhile."""
         if rebuild and reembed:
             raise ConfigError("--rebuild and --reembed exclude each other: give one")
         self.close()
-        self._discard_staging(strict=rebuild or reembed)
-        if rebuild or (reembed and not self.index_file.exists()):
-            return self._rebuild(progress)
-        if reembed:
-            return self._rebuild(progress, copy=True)
-        return self._index_into(self.index_file, progress)
+        self.backend.tidy(strict=rebuild or reembed)
+        mode: BuildMode = "rebuild" if rebuild else "reembed" if reembed else "update"
+        return self.backend.build(lambda store: self._run_indexer(store, mode, progress), mode)
 
-    def _index_into(
-        self,
-        target: Path,
-        progress: ProgressFn | None,
-        outcome: str | None = None,
-        *,
-        reembed: bool = False,
+    def _run_indexer(
+        self, store: Store, mode: BuildMode, progress: ProgressFn | None
     ) -> IndexReport:
-        """Run the indexer into ``target``; ``outcome`` (for a staging file) says what a
-        failure leaves behind, and makes the file whole on its own when done. ``reembed``
-        first replaces every stored vector with the configured embedder's."""
+        """The indexer over an open, writable index; a re-embed first replaces every stored
+        vector with the configured embedder's."""
         from groove_core.indexer import Indexer
         from groove_core.indexer import reembed as reembed_chunks
-        from groove_core.store import Store, classify_error, sqlite_errors
 
-        store = Store.create(target, self.index_label)
-        try:
-            embedded, started = 0, time.perf_counter()
-            if reembed:
-                batch = self.config.embedder.batch_size
-                embedded = reembed_chunks(store, self.embedder, batch, progress)
-            spent = time.perf_counter() - started
-            report = Indexer(self.kb, self.config, store, self.embedder, progress).run()
-            report.chunks_embedded += embedded
-            report.seconds += spent
-            report.embed_seconds += spent
-            if outcome is not None:
-                store.seal()
-            return report
-        except sqlite_errors() as err:
-            # The batch in flight was rolled back: every file written before it is intact.
-            intact = "Every file indexed before this point is intact."
-            raise classify_error(err, self.index_label, "writing", outcome or intact) from None
-        finally:
-            store.close()
-
-    def _rebuild(self, progress: ProgressFn | None, *, copy: bool = False) -> IndexReport:
-        """Build into the staging file and swap it in; ``copy``: start from a copy of the
-        index and re-embed it, instead of from empty."""
-        from groove_core.store import StoreError, copy_index, staging_path, swap_in
-
-        staging = staging_path(self.index_file)
-        outcome = "The existing index was left as it was."
-        try:
-            if copy:
-                copy_index(self.index_file, staging, self.index_label)
-            report = self._index_into(staging, progress, outcome, reembed=copy)
-            swap_in(staging, self.index_file, self.index_label)
-        except StoreError as err:
-            self._discard_staging(strict=False)
-            if outcome in str(err):
-                raise
-            # e.g. the disk filled while the new file's schema was being created: say that
-            # the old index is untouched, whichever step failed.
-            raise type(err)(f"{err} {outcome}") from None
-        except BaseException:
-            self._discard_staging(strict=False)
-            raise
+        embedded, started = 0, time.perf_counter()
+        if mode == "reembed":
+            batch = self.config.embedder.batch_size
+            embedded = reembed_chunks(store, self.embedder, batch, progress)
+        spent = time.perf_counter() - started
+        report = Indexer(self.kb, self.config, store, self.embedder, progress).run()
+        report.chunks_embedded += embedded
+        report.seconds += spent
+        report.embed_seconds += spent
         return report
 
-    def _discard_staging(self, *, strict: bool) -> None:
-        """Remove a staging file left by a killed or failed rebuild: a rebuild always
-        starts afresh (``strict``: it must), other runs only tidy up."""
-        from groove_core.store import StoreError, remove_index_files, staging_path
-
-        try:
-            remove_index_files(staging_path(self.index_file), self.index_label + ".new")
-        except StoreError:
-            if strict:
-                raise
-
     def doctor(self, *, repair: bool = False) -> DoctorResult:
-        """Check the index (SQLite integrity, the one-to-one agreements between documents,
-        chunks, FTS rows and vectors, an unfinished index run); with ``repair``, fix what is
-        wrong by re-indexing the affected documents, or rebuilding when the file itself is
-        damaged. Environment problems (no space, read-only, permissions) are reported as
-        such and never repaired by deleting or rebuilding the index."""
+        """Check the index (for SQLite: integrity, the one-to-one agreements between
+        documents, chunks, FTS rows and vectors, an unfinished index run); with ``repair``,
+        fix what is wrong by re-indexing the affected documents, or rebuilding when the
+        index itself is damaged. Environment problems (no space, read-only, permissions)
+        are reported as such and never repaired by deleting or rebuilding the index."""
         from groove_core.store import StoreError
 
         self.close()
-        self._discard_staging(strict=False)
-        result = DoctorResult()
-        self._diagnose(result, repair)
+        self.backend.tidy(strict=False)
+        found = self.backend.diagnose(repair=repair)
+        result = DoctorResult(found.problems, found.environment, found.rebuild, found.reindexed)
         if repair and result.problems and not result.environment:
             try:
                 result.report = self.index(rebuild=result.rebuilt)
@@ -214,44 +179,6 @@ class Groove:
             else:
                 result.repaired = True
         return result
-
-    def _diagnose(self, result: DoctorResult, repair: bool) -> None:
-        from groove_core.store import (
-            IndexEnvironmentError,
-            Store,
-            StoreError,
-            check_consistency,
-            classify_error,
-            error_kind,
-            repair_rows,
-            sqlite_errors,
-        )
-
-        try:
-            store = Store.open(self.index_file, self.index_label)
-        except IndexEnvironmentError as err:
-            result.environment.append(str(err))
-            return
-        except StoreError as err:
-            if not self.index_file.exists():
-                raise
-            result.problems.append(str(err))
-            result.rebuilt = True
-            return
-        try:
-            found = check_consistency(store)
-            result.problems.extend(_describe(found))
-            result.environment.extend(found.environment)
-            result.rebuilt = bool(found.integrity)
-            incomplete = None if result.rebuilt else store.incomplete()
-            result.problems.extend([incomplete] if incomplete else [])
-            if repair and not found.integrity and not found.ok and not found.environment:
-                result.reindexed = repair_rows(store, found)
-        except sqlite_errors() as err:
-            found_by = result.environment if error_kind(err) == "environment" else result.problems
-            found_by.append(str(classify_error(err, self.index_label, "repairing")))
-        finally:
-            store.close()
 
     # -- searching -------------------------------------------------------------------------
 
@@ -276,8 +203,6 @@ class Groove:
         options: Mapping[str, Any] | None = None,
     ) -> tuple[SearchResponse, list[LegResult], QueryContext]:
         """The response, each leg's output, and the query context (for --explain)."""
-        from groove_core.store import classify_error, sqlite_errors
-
         filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
         searcher = self.searcher()
         try:
@@ -285,8 +210,8 @@ class Groove:
                 ctx = searcher.context(query, limit=limit, filters=filters, options=options)
                 response, legs = searcher.run(ctx)
                 return response, legs, ctx
-        except sqlite_errors() as err:
-            raise classify_error(err, self.index_label, "searching", suspect=True) from None
+        except self.backend.errors() as err:
+            raise self.backend.classify(err, "searching", suspect=True) from None
 
     def searcher(self) -> Searcher:
         """A :class:`Searcher` over this thread's index (stale hits marked against the KB)."""
@@ -302,7 +227,7 @@ class DoctorResult:
     problems: list[str] = field(default_factory=list)  # what is wrong with the index
     #: What is wrong around it (no space, read-only, permissions): not damage, not repaired.
     environment: list[str] = field(default_factory=list)
-    rebuilt: bool = False  # the file is damaged: (to be) rebuilt beside and swapped in
+    rebuilt: bool = False  # the index is damaged: (to be) rebuilt beside and swapped in
     reindexed: list[str] = field(default_factory=list)
     repaired: bool = False
     report: IndexReport | None = None
@@ -310,20 +235,3 @@ class DoctorResult:
     @property
     def healthy(self) -> bool:
         return not self.problems and not self.environment
-
-
-def _describe(found: Consistency) -> list[str]:
-    problems = [f"SQLite integrity: {msg}" for msg in found.integrity]
-    for label, ids in [
-        ("FTS rows without a chunk", found.fts_orphans),
-        ("vectors without a chunk", found.vec_orphans),
-        ("chunks without an FTS row", found.chunks_without_fts),
-        ("chunks without a vector", found.chunks_without_vec),
-        ("chunks without a document", found.chunks_without_doc),
-        ("word-leg rows without a chunk", found.word_orphans),
-        ("chunks without a word-leg row", found.chunks_without_word),
-        ("links of documents no longer indexed", found.link_orphans),
-    ]:
-        if ids:
-            problems.append(f"{len(ids)} {label}")
-    return problems

@@ -216,6 +216,17 @@ class IndexConfig(_Strict):
         return patterns
 
 
+class StoreConfig(_Strict):
+    """Which storage backend holds the index (docs/storage-backends.md)."""
+
+    backend: str = Field(
+        "sqlite",
+        pattern=r"^[a-z][a-z0-9_-]{0,31}$",
+        description="'sqlite' (one file per KB, built in) or one a plugin provides "
+        "('postgres' with groove-postgres); a backend's own keys sit beside this one",
+    )
+
+
 class PluginsConfig(_Strict):
     """Plugins switched off by name (as listed by ``groove plugins list``)."""
 
@@ -233,6 +244,7 @@ class GrooveConfig(BaseModel):
     search: SearchConfig = SearchConfig()
     embedder: EmbedderConfig = EmbedderConfig()
     index: IndexConfig = IndexConfig()
+    store: StoreConfig = StoreConfig()
     plugins: PluginsConfig = PluginsConfig()
     plugin: dict[str, dict[str, Any]] = Field(
         default_factory=dict, description="per-plugin settings, validated by each plugin"

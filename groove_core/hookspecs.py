@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from pydantic import BaseModel
 
     from groove_core.app import Groove
+    from groove_core.backend import BackendSpec
     from groove_core.config import ConfigSection
     from groove_core.context import QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
@@ -56,6 +57,16 @@ def groove_config_schema() -> type[BaseModel] | None:
     The core validates the section with it when the plugin loads and hands the validated
     instance to stages as ``ctx.plugin_config(<name>)``. Use ``extra="forbid"`` so typos
     fail with the key named.
+    """
+
+
+@hookspec
+def groove_storage_backends() -> list[BackendSpec]:
+    """Storage backends this plugin provides, by name (``[store] backend = ...`` picks one).
+
+    Factories must be cheap until used: the spec list is collected on every start. The
+    built-in ``sqlite`` backend is provided this way too (see groove_core.backend for the
+    contract).
     """
 
 

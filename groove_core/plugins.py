@@ -21,6 +21,7 @@ from groove_core.config import ConfigError, ConfigSection, GrooveConfig, Setting
 from groove_core.embedding import EmbedderError, EmbedderSpec
 
 if TYPE_CHECKING:
+    from groove_core.backend import BackendSpec
     from groove_core.context import QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import Embedder
     from groove_core.models import LegResult, SearchHit
@@ -92,6 +93,14 @@ class Plugins:
             for spec in cast("list[EmbedderSpec]", impl.function() or []):
                 owners.setdefault(spec.name, (spec, impl.plugin_name))
         return owners
+
+    def backend_specs(self) -> dict[str, BackendSpec]:
+        """Storage backends by name (the first plugin, in pluggy's call order, wins a name)."""
+        found: dict[str, BackendSpec] = {}
+        for impl in reversed(self.pm.hook.groove_storage_backends.get_hookimpls()):
+            for spec in cast("list[BackendSpec] | None", impl.function()) or []:
+                found.setdefault(spec.name, replace(spec, plugin=impl.plugin_name))
+        return found
 
     def make_embedder(self) -> Embedder:
         owners = self._embedder_owners()

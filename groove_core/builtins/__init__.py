@@ -5,7 +5,7 @@ from __future__ import annotations
 
 def default_plugins() -> list[tuple[str, object]]:
     """(name, plugin) pairs registered on every plugin manager unless disabled by name."""
-    from groove_core.builtins import embedders, highlight, legs
+    from groove_core.builtins import embedders, highlight, legs, sqlite
 
     return [
         ("fts", legs.FTSLeg()),
@@ -13,4 +13,5 @@ def default_plugins() -> list[tuple[str, object]]:
         ("word", legs.WordLeg()),
         ("match_spans", highlight.MatchSpans()),
         ("embedders", embedders),
+        ("sqlite", sqlite),
     ]

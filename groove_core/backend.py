@@ -1,0 +1,115 @@
+"""The storage-backend contract: where a KB's index lives, and how it is built, opened,
+checked and repaired.
+
+``[store] backend`` in groove.toml names one; a plugin provides backends through the
+``groove_storage_backends`` hook, as the built-in SQLite backend does
+(``groove_core.builtins.sqlite``). The application (``groove_core.app``) only talks to an
+index through this contract: a backend hands out connections (:meth:`IndexBackend.open`)
+that the indexer writes through and the legs read through, and it owns what differs
+between engines: staging a rebuild, telling a damaged index from a hostile environment,
+and checking consistency. See docs/storage-backends.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Protocol
+
+if TYPE_CHECKING:
+    from groove_core.config import GrooveConfig, Settings
+    from groove_core.indexer import IndexReport
+    from groove_core.store import Store, StoreError
+
+#: How a build runs: ``update`` the live index in place (incremental, each batch its own
+#: transaction); ``rebuild`` from empty beside it, swapped in when complete; ``reembed`` a
+#: copy of it with new vectors, swapped in when complete.
+BuildMode = Literal["update", "rebuild", "reembed"]
+
+
+@dataclass(frozen=True)
+class BackendContext:
+    """What a backend factory is given: the KB, its validated configuration, its name."""
+
+    kb: Path
+    config: GrooveConfig
+    settings: Settings
+    #: The KB's name (``[kb] name``, else the folder's name): the key of its rows where
+    #: several KBs share one database.
+    kb_name: str
+    #: How messages name the index (the SQLite file, KB-relative where it lies inside).
+    index_file: Path
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A storage backend a plugin provides (returned by ``groove_storage_backends``)."""
+
+    name: str  # the value of ``[store] backend``
+    factory: Callable[[BackendContext], IndexBackend]
+    description: str = ""
+    plugin: str = ""  # set by the core: the plugin that declared it
+
+
+@dataclass
+class Diagnosis:
+    """What a backend's check of its index found (``groove doctor``)."""
+
+    problems: list[str] = field(default_factory=list)  # what is wrong with the index
+    #: What is wrong around it (no space, read-only, permissions, a server that is down):
+    #: not damage, never repaired by rebuilding.
+    environment: list[str] = field(default_factory=list)
+    rebuild: bool = False  # the index itself is damaged: only a rebuild repairs it
+    reindexed: list[str] = field(default_factory=list)  # paths the check already repaired
+
+
+class IndexBackend(Protocol):
+    """One KB's index in one engine. Every method may raise ``StoreError`` (with a message
+    that names the index and says what state a failure left it in)."""
+
+    #: The ``[store] backend`` name.
+    name: str
+    #: How messages name the index: "index.sqlite", "postgres db groove, KB notes".
+    label: str
+
+    def exists(self) -> bool:
+        """Whether an index has been built (searching needs one)."""
+        ...
+
+    def open(self) -> Store:
+        """A connection to the existing index: a ``groove_core.store.Store``-compatible
+        object that the legs, the indexer and the MCP tools use on one thread."""
+        ...
+
+    def current(self, store: Store) -> bool:
+        """False when ``store`` no longer reads the live index (it was swapped for a
+        rebuilt one since it opened): the application then opens a new connection."""
+        ...
+
+    def build(self, work: Callable[[Store], IndexReport], mode: BuildMode) -> IndexReport:
+        """Run ``work`` (the indexer) with a writable connection in ``mode``; a rebuild or a
+        re-embed becomes the live index only when ``work`` completes, so a failed or killed
+        run leaves the old index serving. Runs of one KB serialise."""
+        ...
+
+    def tidy(self, *, strict: bool) -> None:
+        """Remove what a killed rebuild left behind; ``strict``: a failure to is an error."""
+        ...
+
+    def diagnose(self, *, repair: bool) -> Diagnosis:
+        """Check the index; with ``repair``, fix in place what needs no rebuild."""
+        ...
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        """The engine's exception classes, which :meth:`classify` turns into messages."""
+        ...
+
+    def classify(
+        self, err: BaseException, doing: str, outcome: str = "", *, suspect: bool = False
+    ) -> StoreError:
+        """A ``StoreError`` subclass for an engine error met while ``doing`` something:
+        ``IndexDamagedError`` (rebuild), ``IndexEnvironmentError`` (fix the surroundings)
+        or plain. ``suspect``: the statements were groove's own, so an unexplained error
+        means damage."""
+        ...

@@ -1,0 +1,190 @@
+"""The built-in storage backend: one SQLite file per KB (FTS5 trigram, sqlite-vec).
+
+A rebuild or a re-embed writes ``index.sqlite.new`` beside the live file and renames it
+into place when complete, so a killed run changes nothing (docs/reliability.md); errors
+are told apart by SQLite's result codes (damage, or the environment: no space, read-only,
+permissions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from groove_core.backend import BackendContext, BackendSpec, BuildMode, Diagnosis
+from groove_core.hookspecs import hookimpl
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from groove_core.indexer import IndexReport
+    from groove_core.store import Consistency, Store, StoreError
+
+NAME = "sqlite"
+#: What a failed rebuild or re-embed leaves behind, said in every message about one.
+_UNTOUCHED = "The existing index was left as it was."
+
+
+class SqliteBackend:
+    """One KB's index in one SQLite file (``[index] path``, by default .groove/index.sqlite)."""
+
+    name = NAME
+
+    def __init__(self, path: Path, label: str) -> None:
+        self.path, self.label = path, label
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def open(self) -> Store:
+        from groove_core.store import Store
+
+        return Store.open(self.path, self.label)
+
+    def current(self, store: Store) -> bool:
+        return not store.replaced()
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        from groove_core.store import sqlite_errors
+
+        return sqlite_errors()
+
+    def classify(
+        self, err: BaseException, doing: str, outcome: str = "", *, suspect: bool = False
+    ) -> StoreError:
+        from groove_core.store import classify_error
+
+        return classify_error(err, self.label, doing, outcome, suspect=suspect)
+
+    # -- building ----------------------------------------------------------------------
+
+    def build(self, work: Callable[[Store], IndexReport], mode: BuildMode) -> IndexReport:
+        if mode == "reembed" and not self.exists():
+            mode = "rebuild"  # nothing to copy: a re-embed of nothing is a fresh build
+        if mode == "update":
+            return self._build_into(self.path, work, None)
+        return self._rebuild(work, copy=mode == "reembed")
+
+    def _build_into(
+        self, target: Path, work: Callable[[Store], IndexReport], outcome: str | None
+    ) -> IndexReport:
+        """Run ``work`` on ``target``; ``outcome`` (for a staging file) says what a failure
+        leaves behind, and makes the file whole on its own when done."""
+        from groove_core.store import Store, sqlite_errors
+
+        store = Store.create(target, self.label)
+        try:
+            report = work(store)
+            if outcome is not None:
+                store.seal()
+            return report
+        except sqlite_errors() as err:
+            # The batch in flight was rolled back: every file written before it is intact.
+            intact = "Every file indexed before this point is intact."
+            raise self.classify(err, "writing", outcome or intact) from None
+        finally:
+            store.close()
+
+    def _rebuild(self, work: Callable[[Store], IndexReport], *, copy: bool) -> IndexReport:
+        """Build into the staging file and swap it in; ``copy``: start from a copy of the
+        index (to re-embed it), instead of from empty."""
+        from groove_core.store import StoreError, copy_index, staging_path, swap_in
+
+        staging = staging_path(self.path)
+        try:
+            if copy:
+                copy_index(self.path, staging, self.label)
+            report = self._build_into(staging, work, _UNTOUCHED)
+            swap_in(staging, self.path, self.label)
+        except StoreError as err:
+            self.tidy(strict=False)
+            if _UNTOUCHED in str(err):
+                raise
+            # e.g. the disk filled while the new file's schema was being created: say that
+            # the old index is untouched, whichever step failed.
+            raise type(err)(f"{err} {_UNTOUCHED}") from None
+        except BaseException:
+            self.tidy(strict=False)
+            raise
+        return report
+
+    def tidy(self, *, strict: bool) -> None:
+        from groove_core.store import StoreError, remove_index_files, staging_path
+
+        try:
+            remove_index_files(staging_path(self.path), self.label + ".new")
+        except StoreError:
+            if strict:
+                raise
+
+    # -- checking ----------------------------------------------------------------------
+
+    def diagnose(self, *, repair: bool) -> Diagnosis:
+        """SQLite's integrity check, the one-to-one agreements between documents, chunks,
+        FTS rows and vectors, and an unfinished index run; ``repair`` re-indexes the
+        documents whose rows disagree (a damaged file needs a rebuild instead)."""
+        from groove_core.store import (
+            IndexEnvironmentError,
+            Store,
+            StoreError,
+            check_consistency,
+            error_kind,
+            repair_rows,
+            sqlite_errors,
+        )
+
+        result = Diagnosis()
+        try:
+            store = Store.open(self.path, self.label)
+        except IndexEnvironmentError as err:
+            result.environment.append(str(err))
+            return result
+        except StoreError as err:
+            if not self.path.exists():
+                raise
+            result.problems.append(str(err))
+            result.rebuild = True
+            return result
+        try:
+            found = check_consistency(store)
+            result.problems.extend(_describe(found))
+            result.environment.extend(found.environment)
+            result.rebuild = bool(found.integrity)
+            incomplete = None if result.rebuild else store.incomplete()
+            result.problems.extend([incomplete] if incomplete else [])
+            if repair and not found.integrity and not found.ok and not found.environment:
+                result.reindexed = repair_rows(store, found)
+        except sqlite_errors() as err:
+            found_by = result.environment if error_kind(err) == "environment" else result.problems
+            found_by.append(str(self.classify(err, "repairing")))
+        finally:
+            store.close()
+        return result
+
+
+def _describe(found: Consistency) -> list[str]:
+    problems = [f"SQLite integrity: {msg}" for msg in found.integrity]
+    for label, ids in [
+        ("FTS rows without a chunk", found.fts_orphans),
+        ("vectors without a chunk", found.vec_orphans),
+        ("chunks without an FTS row", found.chunks_without_fts),
+        ("chunks without a vector", found.chunks_without_vec),
+        ("chunks without a document", found.chunks_without_doc),
+        ("word-leg rows without a chunk", found.word_orphans),
+        ("chunks without a word-leg row", found.chunks_without_word),
+        ("links of documents no longer indexed", found.link_orphans),
+    ]:
+        if ids:
+            problems.append(f"{len(ids)} {label}")
+    return problems
+
+
+def _factory(ctx: BackendContext) -> SqliteBackend:
+    path = ctx.index_file
+    label = path.relative_to(ctx.kb).as_posix() if path.is_relative_to(ctx.kb) else str(path)
+    return SqliteBackend(path, label)
+
+
+@hookimpl
+def groove_storage_backends() -> list[BackendSpec]:
+    return [BackendSpec(NAME, _factory, "one SQLite file per KB (the default)")]
