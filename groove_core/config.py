@@ -267,15 +267,28 @@ class GrooveConfig(BaseModel):
     source: str | None = Field(None, exclude=True, description="the file this came from")
 
 
-def _format_error(err: ValidationError, source: str) -> str:
-    lines = [f"invalid configuration in {source}:"]
-    for item in err.errors():
+def validation_problems(err: ValidationError) -> list[str]:
+    """Each problem ``err`` found, as ``key: what is wrong (got value)``.
+
+    Built from the items, never from ``str(err)``, whose text sends users to pydantic's
+    web site ("For further information visit ..."); a validator's own message is given
+    without pydantic's "Value error, " in front of it.
+    """
+    problems = []
+    for item in err.errors(include_url=False):
         key = ".".join(str(p) for p in item["loc"]) or "(top level)"
         if item["type"] == "extra_forbidden":
-            lines.append(f"  unknown key '{key}'")
-        else:
-            value = item.get("input")
-            lines.append(f"  {key}: {item['msg']} (got {value!r})")
+            problems.append(f"unknown key '{key}'")
+            continue
+        cause = item.get("ctx", {}).get("error") if item["type"] == "value_error" else None
+        message = str(cause) if cause is not None else item["msg"]
+        problems.append(f"{key}: {message} (got {item.get('input')!r})")
+    return problems
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    lines = [f"invalid configuration in {source}:"]
+    lines += [f"  {problem}" for problem in validation_problems(err)]
     return "\n".join(lines)
 
 

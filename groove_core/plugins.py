@@ -17,7 +17,7 @@ import pluggy
 from pydantic import BaseModel, ValidationError
 
 from groove_core import hookspecs
-from groove_core.config import ConfigError, GrooveConfig
+from groove_core.config import ConfigError, GrooveConfig, validation_problems
 from groove_core.embedding import EmbedderError, EmbedderSpec
 
 if TYPE_CHECKING:
@@ -242,9 +242,7 @@ def _validate_plugin_settings(plugins: Plugins) -> None:
         try:
             plugins.settings[name] = model.model_validate(config.plugin.get(name, {}))
         except ValidationError as err:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in err.errors()
-            )
+            problems = "; ".join(validation_problems(err))
             raise ConfigError(f"invalid [plugin.{name}] in {source}: {problems}") from None
     known = {info.name for info in plugins.infos}
     for name in config.plugin:
