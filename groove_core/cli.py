@@ -15,17 +15,18 @@ import click
 from groove_core import __version__
 from groove_core.cli_options import (
     KB,
-    KB_EXACT,
     all_option,
     config_option,
+    kb_argument,
     kb_option,
     kbs_option,
+    one_kb,
 )
 from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
 from groove_core.plugins import Plugins, make_plugin_manager
-from groove_core.terminal import dumps, printable
+from groove_core.terminal import aligned, dumps, no_color, printable, style
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -73,7 +74,7 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 
 
 @click.command("index")
-@click.argument("kb", type=KB_EXACT, required=False)
+@kb_argument(exact=True)
 @config_option
 @click.option(
     "--rebuild",
@@ -96,7 +97,13 @@ def _open(kb: Path, config_path: Path | None) -> Any:
 )
 @handle_errors
 def index_cmd(
-    kb: Path, config_path: Path | None, rebuild: bool, reembed: bool, as_json: bool, quiet: bool
+    kb: Path | None,
+    kb_opt: Path | None,
+    config_path: Path | None,
+    rebuild: bool,
+    reembed: bool,
+    as_json: bool,
+    quiet: bool,
 ) -> None:
     """Index every Markdown file under KB: a registered name or a folder (default: the
     current folder, or the indexed KB above it).
@@ -110,7 +117,7 @@ def index_cmd(
     """
     from groove_core.progress import IndexProgressDisplay
 
-    app = _open(_index_target(kb), config_path)
+    app = _open(_index_target(one_kb(kb, kb_opt)), config_path)
     display = None
     if not quiet:
         display = IndexProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
@@ -167,17 +174,19 @@ def _summary(report: Any) -> str:
 
 
 @click.command("doctor")
-@click.argument("kb", type=KB, default=".")
+@kb_argument()
 @config_option
 @click.option("--repair", is_flag=True, help="Re-index what is inconsistent (or rebuild).")
 @handle_errors
-def doctor_cmd(kb: Path, config_path: Path | None, repair: bool) -> None:
+def doctor_cmd(
+    kb: Path | None, kb_opt: Path | None, config_path: Path | None, repair: bool
+) -> None:
     """Check the index of KB for damage; --repair fixes it.
 
     Checks SQLite's integrity and that documents, chunks, FTS rows and vectors agree one
     to one. Exit status 0 when healthy (or repaired), 1 when problems remain.
     """
-    app = _open(kb, config_path)
+    app = _open(one_kb(kb, kb_opt) or KB.convert(".", None, None), config_path)
     result = app.doctor(repair=repair)
     for problem in result.problems:
         click.echo(f"problem: {printable(problem)}")
@@ -247,7 +256,7 @@ def _print_links(
 
 
 @click.command("watch")
-@click.argument("kb", type=KB, default=".")
+@kb_argument()
 @config_option
 @click.option(
     "--interval", type=float, default=1.0, show_default=True, help="Seconds between polls."
@@ -260,11 +269,17 @@ def _print_links(
     help="Quiet seconds before re-indexing.",
 )
 @handle_errors
-def watch_cmd(kb: Path, config_path: Path | None, interval: float, debounce: float) -> None:
+def watch_cmd(
+    kb: Path | None,
+    kb_opt: Path | None,
+    config_path: Path | None,
+    interval: float,
+    debounce: float,
+) -> None:
     """Keep the index of KB current as files are created, edited, renamed and deleted."""
     from groove_core.watch import Watcher
 
-    app = _open(kb, config_path)
+    app = _open(one_kb(kb, kb_opt) or KB.convert(".", None, None), config_path)
     watcher = Watcher(
         app,
         interval=interval,
@@ -304,7 +319,7 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
             continue
         s, e = max(s, start), min(e, end)
         pieces.append(_plain(data[cursor:s]))
-        pieces.append(click.style(_plain(data[s:e]), bold=True, fg="yellow"))
+        pieces.append(style(_plain(data[s:e]), bold=True, fg="yellow"))
         cursor = e
     pieces.append(_plain(data[cursor:end]))
     text = " ".join("".join(pieces).split())
@@ -312,7 +327,7 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
 
 
 def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
-    from groove_core.search_views import full_text
+    from groove_core import search_views as views
 
     results = payload["results"]
     if not results:
@@ -323,24 +338,22 @@ def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
         if "kb" in hit:  # several KBs searched: which one the hit is from
             path = f"[{printable(hit['kb'])}] {path}"
         click.echo(
-            click.style(
-                f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True
-            )
+            style(f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True)
             + f"  {where}  "
-            + click.style(f"score {hit['score']:.4f}", dim=True)
+            + style(f"score {hit['score']:.4f}", dim=True)
         )
         if full:
-            click.echo(full_text(hit["content"]))
+            click.echo(views.full_text(hit["content"]))
         else:
             click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
     notes = []
-    if payload["low_confidence"]:
+    if payload["low_confidence"] and not views.filter_matched_nothing(payload):
         notes.append("low confidence: no strong lexical or semantic match")
     if payload["filter_applied"]:
         notes.append(f"filter: {dumps(payload['filter_applied'], indent=None)}")
     notes.extend(payload.get("warnings", []))
     for note in notes:
-        click.echo(click.style(f"({printable(note)})", dim=True))
+        click.echo(style(f"({printable(note)})", dim=True))
 
 
 def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
@@ -437,23 +450,28 @@ def _values_taken(param: click.Parameter) -> int:
     return max(param.nargs, 1)
 
 
-def reject_unknown_long_options(ctx: click.Context, args: Sequence[str]) -> None:
+def reject_unknown_long_options(ctx: click.Context, args: Sequence[str]) -> list[str]:
     """Raise click's "No such option" for a ``--word`` that is not an option of the command.
 
     Before the ``--`` that ends the options, skipping each option's own values (a
     ``--path`` glob may start with ``--`` too). Suggestions are made as click makes them.
+    Returns ``args`` with a lone ``-h`` there read as ``--help``, as every other command
+    reads it (a one-letter exclusion would match nothing anyway).
     """
     takes: dict[str, int] = {}
     for param in ctx.command.get_params(ctx):
         if isinstance(param, click.Option):
             takes.update((name, _values_taken(param)) for name in param.opts + param.secondary_opts)
     skip = 0
-    for token in args:
+    out = list(args)
+    for i, token in enumerate(args):
         if skip:
             skip -= 1
             continue
         if token == "--":
-            return
+            break
+        if token == "-h":
+            out[i] = "--help"
         if not token.startswith("--"):
             continue
         name, equals, _ = token.partition("=")
@@ -463,10 +481,12 @@ def reject_unknown_long_options(ctx: click.Context, args: Sequence[str]) -> None
                 name, possibilities=difflib.get_close_matches(name, known), ctx=ctx
             )
         skip = 0 if equals else takes[name]
+    return out
 
 
 class SearchCommand(click.Command):
-    """``search`` keeps unknown ``-word`` tokens as query text, but not unknown ``--words``.
+    """``search`` keeps unknown ``-word`` tokens as query text, but not unknown ``--words``
+    (nor ``-h``, which asks for help).
 
     A query such as ``rust -async`` is text, not flags, so the command ignores unknown
     options (and has no short options: click would read "-async" as "-a -s -y -n c"). A
@@ -474,8 +494,7 @@ class SearchCommand(click.Command):
     """
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        reject_unknown_long_options(ctx, args)
-        return super().parse_args(ctx, args)
+        return super().parse_args(ctx, reject_unknown_long_options(ctx, args))
 
 
 def build_search_command(plugins: Plugins | None) -> click.Command:
@@ -532,7 +551,7 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         """Search the knowledge base.
 
         QUERY: words and "quoted phrases"; -word or -"phrase" excludes. A --word is an
-        option (a mistyped one is an error) unless it comes after a lone --. See
+        option (a mistyped one is an error), and -h is help, unless after a lone --. See
         docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
         """
         from groove_core import search_views as views
@@ -648,12 +667,15 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
         payload = {"plugins": [i.to_json() for i in infos], "config_problem": problem}
         click.echo(dumps(payload))
         return
+    rows = []
     for info in infos:
-        status = info.status_text if not info.reason else f"{info.status}: {info.reason}"
         hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
+        last = f"hooks: {hooks}" + (f"  ({info.reason})" if info.reason else "")
         # Names and versions come from installed distributions' metadata: untrusted too.
-        line = f"{info.name:<22} {info.distribution} {info.version:<8} [{status}]  hooks: {hooks}"
-        click.echo(printable(line))
+        cells = [info.name, info.distribution, info.version, f"[{info.status_text}]", last]
+        rows.append([printable(cell) for cell in cells])
+    for line in aligned(rows):
+        click.echo(line)
     if problem:
         click.echo(f"\nconfiguration problem: {printable(problem)}", err=True)
 
@@ -664,7 +686,13 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
 def build_cli(plugins: Plugins | None) -> click.Group:
     """The ``groove`` group with the built-in commands and those plugins add."""
 
-    @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+    # Commands inherit these settings, plugins' ones too: -h everywhere, and under
+    # NO_COLOR click strips the styling of whatever a command prints.
+    settings: dict[str, Any] = {"help_option_names": ["-h", "--help"]}
+    if no_color():
+        settings["color"] = False
+
+    @click.group(context_settings=settings)
     @click.version_option(__version__, prog_name="groove")
     def cli() -> None:
         """groove: semantic search over a Markdown knowledge base, for people and agents."""

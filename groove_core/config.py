@@ -437,8 +437,7 @@ def resolve_settings(
             values[section.model] = section.model.model_validate(raw)
         except ValidationError as err:
             # One line, as a plugin's message has always been: "invalid [plugin.x] in F: ..."
-            lines = _format_error(err, "", section.path).splitlines()[1:]
-            found = "; ".join(line.strip() for line in lines)
+            found = "; ".join(validation_problems(err, section.path))
             raise ConfigError(f"invalid {section.label} in {source}: {found}") from None
     known = set(plugin_names)
     problems = [_unclaimed_problem(k, v) for k, v in unclaimed.items() if not _dormant(k, known)]
@@ -508,18 +507,29 @@ def _lookup(node: Any, parts: Sequence[str], dotted: str) -> Any:
     return node
 
 
-def _format_error(err: ValidationError, header: str, table: str = "") -> str:
-    """One line per problem under ``header``, each naming its key (from ``table``)."""
-    lines = [header]
-    for item in err.errors():
+def validation_problems(err: ValidationError, table: str = "") -> list[str]:
+    """Each problem ``err`` found, as ``key: what is wrong (got value)``, keys from ``table``.
+
+    Built from the items, never from ``str(err)``, whose text sends users to pydantic's
+    web site ("For further information visit ..."); a validator's own message is given
+    without pydantic's "Value error, " in front of it.
+    """
+    problems = []
+    for item in err.errors(include_url=False):
         key = ".".join([*([table] if table else []), *(str(p) for p in item["loc"])])
         key = key or "(top level)"
         if item["type"] == "extra_forbidden":
-            lines.append(f"  unknown key '{key}'")
-        else:
-            value = item.get("input")
-            lines.append(f"  {key}: {item['msg']} (got {value!r})")
-    return "\n".join(lines)
+            problems.append(f"unknown key '{key}'")
+            continue
+        cause = item.get("ctx", {}).get("error") if item["type"] == "value_error" else None
+        message = str(cause) if cause is not None else item["msg"]
+        problems.append(f"{key}: {message} (got {item.get('input')!r})")
+    return problems
+
+
+def _format_error(err: ValidationError, header: str) -> str:
+    """One line per problem under ``header``."""
+    return "\n".join([header, *(f"  {problem}" for problem in validation_problems(err))])
 
 
 def parse_config(data: dict[str, Any], source: str = "<config>") -> GrooveConfig:

@@ -33,6 +33,11 @@ _CLI_INTRO = """\
 Generated from the `groove` command by `python -m groove_core.docgen`; do not edit by hand.
 Plugins can add commands and `groove search` switches; those are listed by `groove --help`
 and `groove search --help` once installed.
+
+Every command answers `-h`; every command that works on a knowledge base takes `--kb`
+(`index`, `doctor`, `watch` and `status` take it as their argument too); `NO_COLOR=1` turns
+colour off. Shell completion: `_GROOVE_COMPLETE=bash_source groove` (or `zsh_source`,
+`fish_source`) prints the script; see [getting-started.md](getting-started.md#the-command-line).
 """
 
 

@@ -189,8 +189,8 @@ class SentenceTransformerEmbedder:
                 from sentence_transformers import SentenceTransformer
             except ImportError:
                 raise EmbedderError(
-                    "embedder 'sentence-transformers' needs the optional extra: "
-                    "pip install 'groove-core[sentence-transformers]'"
+                    "embedder 'sentence-transformers' needs groove's optional extra; install "
+                    "it from a groove checkout: pip install '.[sentence-transformers]'"
                 ) from None
             try:
                 self._model = SentenceTransformer(self._name, device="cpu")

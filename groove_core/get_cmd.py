@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from groove_core.cli_options import config_option, kb_option
-from groove_core.terminal import dumps, printable, printable_text
+from groove_core.terminal import dumps, printable, printable_text, style
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -103,10 +103,10 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
         return
     where = printable(" > ".join(payload["heading_path"]) or payload["title"] or "")
     header = f"{printable(payload['path'])}:{payload['line_start']}-{payload['line_end']}"
-    click.echo(click.style(header, bold=True) + (f"  {where}" if where else ""))
+    click.echo(style(header, bold=True) + (f"  {where}" if where else ""))
     if payload["changed_since_index"]:
         click.echo(
-            click.style(
+            style(
                 "(the file changed since it was indexed: run 'groove index'; chunk lines "
                 "may have moved)",
                 dim=True,

@@ -112,11 +112,12 @@ class Searcher:
         hits = plugins.expand(ctx, hits)
         hits = plugins.highlight(ctx, hits)
         warnings = tuple(w.message for w in ctx.query.warnings) + tuple(ctx.notes)
+        unmatched = unmatched_filter(ctx)
         response = SearchResponse(
             results=tuple(hits),
             low_confidence=low_confidence(ctx, hits),
             filter_applied=ctx.filters.describe(),
-            warnings=warnings,
+            warnings=(unmatched, *warnings) if unmatched else warnings,
         )
         return self._annotate(response), legs
 
@@ -198,6 +199,22 @@ def low_confidence(ctx: QueryContext, hits: list[SearchHit]) -> bool:
         return not any("fts" in h.legs for h in hits)
     threshold = ctx.config.search.low_confidence.max_vector_distance
     return min(distances) > threshold
+
+
+#: How the warning for a filter that no indexed document passes starts.
+UNMATCHED_FILTER = "no indexed document matches the filter"
+
+
+def unmatched_filter(ctx: QueryContext) -> str | None:
+    """The warning for filters that no indexed document passes, or None: then the empty
+    result says nothing about the query, and the response says so (docs/retrieval-
+    pipeline.md, low_confidence). Reads the filter set the legs already computed."""
+    filters = ctx.filters
+    if not filters.active or ctx.allowed_ids():
+        return None
+    named = [f"path {filters.path!r}"] if filters.path is not None else []
+    named += [f"tag {tag!r}" for tag in filters.tags]
+    return f"{UNMATCHED_FILTER} {' and '.join(named)}"
 
 
 __all__ = ["MAX_LIMIT", "QueryError", "Searcher", "hits_for", "low_confidence"]

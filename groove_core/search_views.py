@@ -57,6 +57,18 @@ def print_files(payload: dict[str, Any]) -> None:
         click.echo(printable(entry["path"]))
     if not payload["files"]:
         click.echo("no results", err=True)
+    for warning in payload.get("warnings", []):  # stderr: stdout stays a list of paths
+        click.echo(f"({printable(warning)})", err=True)
+
+
+def filter_matched_nothing(payload: dict[str, Any]) -> bool:
+    """No results because no indexed document passes the path or tag filter: the warning
+    says so, and a "low confidence" note would send the user rephrasing the query."""
+    from groove_core.pipeline import UNMATCHED_FILTER
+
+    return not payload["results"] and any(
+        UNMATCHED_FILTER in warning for warning in payload.get("warnings", ())
+    )
 
 
 def full_text(content: str) -> str:

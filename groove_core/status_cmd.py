@@ -35,8 +35,13 @@ def status_cmd(
     """
     from groove_core.cli import _search_folders, handle_errors
 
-    folders = [kb_arg] if kb_arg is not None else _search_folders(kbs, all_kbs)
-    handle_errors(_status)(folders, config_path, as_json)
+    # The KB argument is one more --kb (with --all, one too many: an error).
+    given = kbs if kb_arg is None else tuple(dict.fromkeys((kb_arg, *kbs)))
+
+    def show() -> None:
+        _status(_search_folders(given, all_kbs), config_path, as_json)
+
+    handle_errors(show)()
 
 
 def _status(folders: list[Path], config_path: Path | None, as_json: bool) -> None:

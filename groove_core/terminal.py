@@ -4,12 +4,14 @@ A note is untrusted input: its path, title, headings and content reach the termi
 groove prints results. An ESC in a heading can set the window title, clear the screen or
 rewrite earlier lines; a bidi override can make ``evil.md`` read as something else. Every
 command prints such strings through :func:`printable` (human output) or :func:`dumps`
-(JSON), so the rule lives in one place.
+(JSON), so the rule lives in one place. Colour goes through :func:`style`, which
+honours ``NO_COLOR``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -58,3 +60,32 @@ def dumps(payload: Any, *, indent: int | None = 2, sort_keys: bool = False) -> s
     """
     text = json.dumps(payload, ensure_ascii=False, indent=indent, sort_keys=sort_keys)
     return _UNSAFE_IN_JSON.sub(_json_escape, text)
+
+
+def no_color() -> bool:
+    """True when ``NO_COLOR`` is set to a non-empty value: groove then prints no colour
+    nor bold (the common convention; docs/getting-started.md)."""
+    return bool(os.environ.get("NO_COLOR"))
+
+
+def style(text: str, **styles: Any) -> str:
+    """``click.style(text, **styles)``, or ``text`` unchanged under ``NO_COLOR``."""
+    if no_color():
+        return text
+    import click
+
+    return click.style(text, **styles)
+
+
+def aligned(rows: list[list[str]], gap: int = 2) -> list[str]:
+    """Rows of cells as lines whose columns line up: each column as wide as its widest
+    cell (the last one unpadded). Cells are printed as given: make them printable first."""
+    widths = [
+        max(len(row[i]) for row in rows if i < len(row))
+        for i in range(max(map(len, rows), default=0))
+    ]
+    lines = []
+    for row in rows:
+        cells = [cell.ljust(widths[i]) for i, cell in enumerate(row[:-1])] + row[-1:]
+        lines.append((" " * gap).join(cells).rstrip())
+    return lines

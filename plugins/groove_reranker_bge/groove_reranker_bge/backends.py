@@ -214,7 +214,8 @@ def _import(module: str, backend: Backend) -> Any:
         return importlib.import_module(module)
     except ImportError as err:
         raise RerankerError(
-            f"the {backend} reranker backend cannot be imported ({err}): {INSTALL_HINT[backend]}"
+            f"the {backend} reranker backend cannot be imported ({err}); install it from a "
+            f"groove checkout: {INSTALL_HINT[backend]}"
         ) from None
 
 

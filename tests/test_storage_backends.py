@@ -1,0 +1,68 @@
+"""The storage-backend contract: [store] backend picks a backend a plugin provides, and
+the application reaches its index only through it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from groove_core.app import Groove
+from groove_core.backend import BackendContext, BackendSpec
+from groove_core.builtins.sqlite import SqliteBackend
+from groove_core.config import ConfigError
+from groove_core.hookspecs import hookimpl
+from groove_core.testing import FAST_CONFIG, make_kb
+
+NOTES = {"a.md": "# Kettle\n\nDescale the kettle.\n", "b.md": "# Tea\n\nBrew the tea.\n"}
+
+
+class Elsewhere:
+    """A third-party backend: SQLite files kept in one folder outside the KBs, by KB name,
+    counting what the application asks of it."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.calls = folder, []  # type: list[str]
+
+    @hookimpl
+    def groove_storage_backends(self) -> list[BackendSpec]:
+        def factory(ctx: BackendContext) -> SqliteBackend:
+            self.calls.append(f"factory {ctx.kb_name}")
+            path = self.folder / f"{ctx.kb_name}.sqlite"
+            return SqliteBackend(path, f"{ctx.kb_name} in the shared folder")
+
+        return [BackendSpec("elsewhere", factory, "SQLite files in one shared folder")]
+
+
+def test_the_store_backend_key_picks_a_plugins_backend(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "notes", NOTES, config=FAST_CONFIG + '[store]\nbackend = "elsewhere"\n')
+    plugin = Elsewhere(tmp_path / "shared")
+    app = Groove.open(kb, extra_plugins=[("elsewhere", plugin)], entry_points=False)
+    report = app.index()
+    assert report.documents_total == 2
+    assert (tmp_path / "shared" / "notes.sqlite").exists()
+    assert not (kb / ".groove" / "index.sqlite").exists()
+    assert app.search("kettle", limit=1).results[0].path == "a.md"
+    assert app.index_label == "notes in the shared folder"
+    assert app.doctor().healthy
+    assert plugin.calls == ["factory notes"]  # one backend per app, made when first used
+
+
+def test_sqlite_is_the_default_and_is_provided_like_any_backend(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG)
+    app = Groove.open(kb, entry_points=False)
+    assert app.backend.name == "sqlite"
+    assert app.plugins.backend_specs()["sqlite"].plugin == "sqlite"
+    app.index()
+    assert app.index_file.exists() and app.index_label == ".groove/index.sqlite"
+
+
+def test_an_unknown_backend_is_a_clear_error(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + '[store]\nbackend = "mongo"\n')
+    app = Groove.open(kb, entry_points=False)
+    with pytest.raises(ConfigError, match=r"\[store\] backend = 'mongo'.*available: sqlite"):
+        app.index()
+    off = FAST_CONFIG + '[plugins]\ndisabled = ["sqlite"]\n'
+    app = Groove.open(make_kb(tmp_path / "off", NOTES, config=off), entry_points=False)
+    with pytest.raises(ConfigError, match="available: none"):
+        app.search("kettle")
