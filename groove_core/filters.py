@@ -222,7 +222,7 @@ def allowed_chunk_ids(store: Store, filters: SearchFilters) -> frozenset[int] | 
     doc_ids: frozenset[int] | None = None
     if filters.path is not None:
         glob = compile_glob(filters.path)  # a malformed glob fails even on an empty index
-        doc_ids = frozenset(d["doc_id"] for d in store.documents() if glob.matches(d["path"]))
+        doc_ids = frozenset(d.doc_id for d in store.documents() if glob.matches(d.path))
     if filters.tags:
         tagged = store.doc_ids_with_tags(filters.tags)
         doc_ids = tagged if doc_ids is None else doc_ids & tagged

@@ -98,8 +98,8 @@ def match_script(store: Store, legs: Sequence[LegResult]) -> str | None:
     rows = store.chunk_rows(sorted(ids)).values()
     # Where a chunk sits says more than a code-heavy body: a Japanese page's code sample is
     # still under a Japanese title and headings, an English note's are English.
-    labels = "\n".join(f"{row['title']}\n{row['heading_path']}" for row in rows)
-    content = "\n".join(f"{row['heading']}\n{row['content']}" for row in rows)
+    labels = "\n".join(f"{row.title}\n{row.heading_path}" for row in rows)
+    content = "\n".join(f"{row.heading}\n{row.content}" for row in rows)
     japanese = max(cjk_share(labels), cjk_share(content)) >= CJK_TEXT_SHARE
     return "ja" if japanese else "other"
 
@@ -137,7 +137,7 @@ def _coverage(store: Store, leg: LegResult, chunks: int) -> float | None:
     row = store.chunk_rows([leg.hits[0].chunk_id]).get(leg.hits[0].chunk_id)
     if row is None:
         return None
-    text = " ".join(normalize(row[k]) for k in ("heading", "context", "content"))
+    text = " ".join(normalize(t) for t in (row.heading, row.context, row.content))
     present = set(words.tokens(text))
     return sum(v for t, v in idf.items() if t in present) / mass
 

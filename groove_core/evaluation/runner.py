@@ -151,7 +151,7 @@ class Searcher:
         wanted = [c for c in chunk_ids if c not in self._paths]
         if wanted:
             for cid, row in self.store.chunk_rows(wanted).items():
-                self._paths[cid] = row["path"]
+                self._paths[cid] = row.path
         return {c: self._paths[c] for c in chunk_ids if c in self._paths}
 
     def fused(self, legs: Sequence[LegResult], k: float, limit: int) -> list[tuple[str, float]]:
