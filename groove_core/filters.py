@@ -19,7 +19,7 @@ from groove_core.query import QueryError
 
 if TYPE_CHECKING:
     from groove_core.models import SearchFilters
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 #: Memoised transitions kept per compiled glob; past this the memo starts over, so a
 #: hostile stream of paths cannot grow it without bound.
@@ -215,7 +215,7 @@ def path_matches(pattern: str, path: str) -> bool:
     return compile_glob(pattern).matches(path)
 
 
-def allowed_chunk_ids(store: Store, filters: SearchFilters) -> frozenset[int] | None:
+def allowed_chunk_ids(store: SearchStore, filters: SearchFilters) -> frozenset[int] | None:
     """Chunk ids passing every filter, or None when no filter is active."""
     if not filters.active:
         return None

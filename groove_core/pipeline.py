@@ -18,6 +18,7 @@ from groove_core.weighting import weigh
 if TYPE_CHECKING:
     from groove_core.embedding import Embedder
     from groove_core.plugins import Plugins
+    from groove_core.storage import SearchStore
     from groove_core.store import Store
 
 MAX_LIMIT = 200
@@ -70,7 +71,7 @@ def build_context(
     return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
 
 
-def hits_for(store: Store, fused: list[Fused]) -> list[SearchHit]:
+def hits_for(store: SearchStore, fused: list[Fused]) -> list[SearchHit]:
     """SearchHits for fused candidates, ranked 1..n in fused order."""
     rows = store.chunk_rows([f.chunk_id for f in fused])
     hits = []

@@ -29,6 +29,7 @@ from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
+    from groove_core.storage import SearchStore
 
 SCHEMA_VERSION = 3
 
@@ -761,6 +762,16 @@ class Store:
             self._df_cache[term] = 0 if found is None else int(found[0])
         return {t: self._df_cache[t] for t in trigrams}, self._row_count
 
+    def word_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Ranked word-leg candidates: (chunk id, bm25) best first."""
+        return words.search(self.conn, match_expr, weights, limit, allowed)
+
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """(chunks containing each single-token term, chunks in all) from the word table's
         vocabulary, cached like :meth:`trigram_rows`."""
@@ -1111,3 +1122,9 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     # 2 -> 3: links between notes (filled as files are indexed again).
     2: links.migrate_add_links_table,
 }
+
+
+def _satisfies_search_store(store: Store) -> SearchStore:
+    """Never called: mypy checks here that the SQLite store implements the protocol the
+    search reads through (docs/plugins.md)."""
+    return store
