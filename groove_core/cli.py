@@ -26,6 +26,7 @@ from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
 from groove_core.embedding import EmbedderError
 from groove_core.plugins import Plugins, make_plugin_manager
+from groove_core.rows import Backlink, OutgoingLink
 from groove_core.terminal import aligned, dumps, no_color, printable, style
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -235,22 +236,22 @@ def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json
     if found is None:
         raise DocumentError(f"{rel!r} is not indexed yet: run 'groove index' first")
     if as_json:
-        click.echo(dumps({"path": rel, **found}))
+        click.echo(dumps({"path": rel, **found.to_json()}))
         return
-    _print_links("links from", rel, found["outgoing"], found["outgoing_total"], outgoing=True)
-    _print_links("backlinks to", rel, found["backlinks"], found["backlinks_total"], outgoing=False)
+    _print_links("links from", rel, found.outgoing, found.outgoing_total)
+    _print_links("backlinks to", rel, found.backlinks, found.backlinks_total)
 
 
 def _print_links(
-    label: str, rel: str, items: list[dict[str, Any]], total: int, *, outgoing: bool
+    label: str, rel: str, items: Sequence[OutgoingLink | Backlink], total: int
 ) -> None:
     click.echo(f"{label} {printable(rel)} ({total}):")
     for item in items:
-        if outgoing:
-            where = item["path"] or "(unresolved)"
-            click.echo(f"  {printable(item['target'])} -> {printable(where)}  line {item['line']}")
+        if isinstance(item, OutgoingLink):
+            where = item.path or "(unresolved)"
+            click.echo(f"  {printable(item.target)} -> {printable(where)}  line {item.line}")
         else:
-            click.echo(f"  {printable(item['path'])}:{item['line']}  {printable(item['target'])}")
+            click.echo(f"  {printable(item.path)}:{item.line}  {printable(item.target)}")
     if total > len(items):
         click.echo(f"  ... {total - len(items)} more (raise --limit)")
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from groove_core.embedding import Embedder
     from groove_core.models import SearchFilters
     from groove_core.query import ParsedQuery
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 
 #: The pool a stage that chooses among more candidates than it returns asks for:
@@ -77,7 +77,7 @@ class QueryContext:
     limit: int
     leg_size: int
     filters: SearchFilters
-    store: Store
+    store: SearchStore  # the index, read-only (groove_core.storage)
     config: GrooveConfig
     embedder: Embedder
     options: Mapping[str, Any]

@@ -19,7 +19,7 @@ from groove_core.query import QueryError
 
 if TYPE_CHECKING:
     from groove_core.models import SearchFilters
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 #: Memoised transitions kept per compiled glob; past this the memo starts over, so a
 #: hostile stream of paths cannot grow it without bound.
@@ -215,14 +215,14 @@ def path_matches(pattern: str, path: str) -> bool:
     return compile_glob(pattern).matches(path)
 
 
-def allowed_chunk_ids(store: Store, filters: SearchFilters) -> frozenset[int] | None:
+def allowed_chunk_ids(store: SearchStore, filters: SearchFilters) -> frozenset[int] | None:
     """Chunk ids passing every filter, or None when no filter is active."""
     if not filters.active:
         return None
     doc_ids: frozenset[int] | None = None
     if filters.path is not None:
         glob = compile_glob(filters.path)  # a malformed glob fails even on an empty index
-        doc_ids = frozenset(d["doc_id"] for d in store.documents() if glob.matches(d["path"]))
+        doc_ids = frozenset(d.doc_id for d in store.documents() if glob.matches(d.path))
     if filters.tags:
         tagged = store.doc_ids_with_tags(filters.tags)
         doc_ids = tagged if doc_ids is None else doc_ids & tagged

@@ -132,7 +132,7 @@ def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     last: int | None
     if target.chunk_id is not None:
         row, first, last = chunk_span(app, target.chunk_id, neighbours)
-        path, heading_path = row["path"], row["heading_path"]
+        path, heading_path = row.path, row.heading_path
     else:
         assert target.path is not None
         path, first, last = target.path, target.start or 1, target.end
@@ -141,11 +141,11 @@ def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     first, last = check_range(first, max(len(lines), 1) if last is None else last, len(lines))
     indexed = indexed_document(app, file.rel) if app.index_file.exists() else None
     if indexed is not None and target.chunk_id is None and target.start is not None:
-        heading_path = heading_path_at(app, indexed["doc_id"], first)
+        heading_path = heading_path_at(app, indexed.doc_id, first)
     return {
         "path": file.rel,
-        "title": indexed["title"] if indexed else None,
-        "tags": list(indexed["tags"]) if indexed else [],
+        "title": indexed.title if indexed else None,
+        "tags": list(indexed.tags) if indexed else [],
         "indexed": indexed is not None,
         "changed_since_index": changed_since_index(file, indexed),
         "total_lines": len(lines),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
+    from groove_core.rows import ChunkRow, DocumentRow
     from groove_core.store import Store
 
 #: ``changes_on_disk``'s default: the app's own store.
@@ -113,12 +114,12 @@ def read_text(app: Groove, file: KBFile) -> str:
         raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
 
 
-def indexed_document(app: Groove, rel: str) -> dict[str, Any] | None:
+def indexed_document(app: Groove, rel: str) -> DocumentRow | None:
     """The index's row for the document at ``rel`` (title, tags, size, mtime...), or None."""
-    return next((d for d in app.store.documents() if d["path"] == rel), None)
+    return next((d for d in app.store.documents() if d.path == rel), None)
 
 
-def chunk_span(app: Groove, chunk_id: int, neighbours: int = 0) -> tuple[dict[str, Any], int, int]:
+def chunk_span(app: Groove, chunk_id: int, neighbours: int = 0) -> tuple[ChunkRow, int, int]:
     """The chunk's row (path, heading path...) and the lines it covers together with
     ``neighbours`` chunks of the same document on each side."""
     row = app.store.chunk_rows([chunk_id]).get(chunk_id)
@@ -127,20 +128,17 @@ def chunk_span(app: Groove, chunk_id: int, neighbours: int = 0) -> tuple[dict[st
             f"no chunk {chunk_id} in the index (it may have been "
             "re-indexed since): run search again for fresh chunk ids"
         )
-    chunks = app.store.document_chunks(row["doc_id"])
-    at = next(i for i, c in enumerate(chunks) if c["chunk_id"] == chunk_id)
+    chunks = app.store.document_chunks(row.doc_id)
+    at = next(i for i, c in enumerate(chunks) if c.chunk_id == chunk_id)
     around = chunks[max(0, at - neighbours) : at + neighbours + 1]
-    return row, around[0]["line_start"], around[-1]["line_end"]
+    return row, around[0].line_start, around[-1].line_end
 
 
 def heading_path_at(app: Groove, doc_id: int, line: int) -> tuple[str, ...]:
     """The heading path of the chunk of document ``doc_id`` that holds ``line``."""
     chunks = app.store.document_chunks(doc_id)
-    holding = [c for c in chunks if c["line_start"] <= line <= c["line_end"]]
-    if not holding:
-        return ()
-    row = app.store.chunk_rows([holding[0]["chunk_id"]]).get(holding[0]["chunk_id"])
-    return tuple(row["heading_path"]) if row else ()
+    holding = next((c for c in chunks if c.line_start <= line <= c.line_end), None)
+    return () if holding is None else holding.heading_path
 
 
 def check_range(first: int, last: int, total: int) -> tuple[int, int]:
@@ -153,12 +151,12 @@ def check_range(first: int, last: int, total: int) -> tuple[int, int]:
     return first, min(last, max(total, 1))
 
 
-def changed_since_index(file: KBFile, indexed: dict[str, Any] | None) -> bool | None:
+def changed_since_index(file: KBFile, indexed: DocumentRow | None) -> bool | None:
     """Whether the file differs (size or mtime) from its indexed version; None if not indexed."""
     if indexed is None:
         return None
     stat = file.path.stat()
-    return bool((indexed["size"], indexed["mtime_ns"]) != (stat.st_size, stat.st_mtime_ns))
+    return bool((indexed.size, indexed.mtime_ns) != (stat.st_size, stat.st_mtime_ns))
 
 
 def changes_on_disk(

@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
+from groove_core.rows import Backlink, OutgoingLink
+
 __all__ = [
     "LINKS_SCHEMA",
     "MAX_LINKS_PER_DOCUMENT",
@@ -188,7 +190,7 @@ def _nearer(path: str) -> tuple[int, str]:
     return path.count("/"), path
 
 
-def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[dict[str, Any]], int]:
+def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[OutgoingLink], int]:
     """(the first ``limit`` links of a document in file order, how many it has)."""
     total = int(
         conn.execute("SELECT count(*) FROM links WHERE doc_id = ?", (doc_id,)).fetchone()[0]
@@ -201,12 +203,12 @@ def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[dict[str, Any]], 
         return [], total
     markdown, wiki = _resolver(conn)
     out = [
-        {
-            "target": str(target),
-            "kind": str(kind),
-            "path": (markdown if kind == "link" else wiki).get(str(key)),
-            "line": int(line),
-        }
+        OutgoingLink(
+            target=str(target),
+            kind=str(kind),
+            path=(markdown if kind == "link" else wiki).get(str(key)),
+            line=int(line),
+        )
         for kind, target, key, line in rows
     ]
     return out, total
@@ -219,7 +221,7 @@ _BACKLINKS_WHERE = (
 )
 
 
-def backlinks(conn: Any, path: str, limit: int) -> tuple[list[dict[str, Any]], int]:
+def backlinks(conn: Any, path: str, limit: int) -> tuple[list[Backlink], int]:
     """(the first ``limit`` links into ``path`` from other documents, how many there are).
 
     A wikilink counts only where it resolves to ``path``: ``[[idea]]`` is a backlink of the
@@ -233,7 +235,7 @@ def backlinks(conn: Any, path: str, limit: int) -> tuple[list[dict[str, Any]], i
     )
     _, wiki = _resolver(conn)
     found = [
-        {"path": str(src), "kind": str(kind), "target": str(target), "line": int(line)}
+        Backlink(path=str(src), kind=str(kind), target=str(target), line=int(line))
         for src, kind, target, key, line in rows
         if kind == "link" or wiki.get(str(key)) == path
     ]

@@ -51,6 +51,7 @@ if TYPE_CHECKING:
 
     from groove_core.context import SearchOption
     from groove_core.embedding import Embedder
+    from groove_core.rows import DocumentRow
     from groove_core.several import NamedKb
 
 T = TypeVar("T")
@@ -669,39 +670,41 @@ class _Tools:
         found = self.app.store.links_of(file.rel, DOCUMENT_LINKS) if indexed else None
         if found is not None:
             # A share of the budget, so the links never crowd out the text asked for.
-            base["links"], _ = fit_links(found, lambda p: len(dumps(p)) <= self.budget // 8)
+            base["links"], _ = fit_links(
+                found.to_json(), lambda p: len(dumps(p)) <= self.budget // 8
+            )
         return _result(self._fit_lines(base, lines, first, last))
 
     def related(self, path: str, limit: int) -> CallToolResult:
         file = resolve_markdown(self.app, path)
-        indexed = next((d for d in self.app.store.documents() if d["path"] == file.rel), None)
+        indexed = next((d for d in self.app.store.documents() if d.path == file.rel), None)
         found = self.app.store.links_of(file.rel, limit) if indexed else None
         if indexed is None or found is None:
             raise DocumentError(f"{file.rel!r} is not indexed yet: run 'groove index' first")
-        head = cap_fields({"path": file.rel, "title": indexed["title"]}, ("title",), 1000)
+        head = cap_fields({"path": file.rel, "title": indexed.title}, ("title",), 1000)
         note = {"truncated": True, "note": _RELATED_NOTE}
         payload, cut = fit_links(
-            {**head, **found}, lambda p: len(dumps({**p, **note})) <= self.budget
+            {**head, **found.to_json()}, lambda p: len(dumps({**p, **note})) <= self.budget
         )
         payload.update(note if cut else {"truncated": False})
         return _result(payload)
 
     def _chunk_lines(
-        self, rel: str, indexed: dict[str, Any] | None, chunk_id: int, neighbours: int
+        self, rel: str, indexed: DocumentRow | None, chunk_id: int, neighbours: int
     ) -> tuple[int, int]:
         row, first, last = chunk_span(self.app, chunk_id, neighbours)
-        if row["path"] != rel or indexed is None:
-            raise DocumentError(f"chunk {chunk_id} belongs to {row['path']!r}, not {rel!r}")
+        if row.path != rel or indexed is None:
+            raise DocumentError(f"chunk {chunk_id} belongs to {row.path!r}, not {rel!r}")
         return first, last
 
     def _document_base(
-        self, file: Any, indexed: dict[str, Any] | None, total: int, chunk_id: int | None
+        self, file: Any, indexed: DocumentRow | None, total: int, chunk_id: int | None
     ) -> dict[str, Any]:
         changed = changed_since_index(file, indexed)
         base = {
             "path": file.rel,
-            "title": indexed["title"] if indexed else None,
-            "tags": list(indexed["tags"]) if indexed else [],
+            "title": indexed.title if indexed else None,
+            "tags": list(indexed.tags) if indexed else [],
             "indexed": indexed is not None,
             "changed_since_index": changed,
             "total_lines": total,
@@ -767,16 +770,16 @@ class _Tools:
         docs = [
             d
             for d in self.app.store.documents()
-            if d["path"].startswith(prefix) and wanted <= {t.lower() for t in d["tags"]}
+            if d.path.startswith(prefix) and wanted <= {t.lower() for t in d.tags}
         ]
         share = self.budget // FIELD_SHARE
         page = [
             cap_fields(
                 {
-                    "path": d["path"],
-                    "title": d["title"],
-                    "tags": list(d["tags"]),
-                    "chunks": d["chunks"],
+                    "path": d.path,
+                    "title": d.title,
+                    "tags": list(d.tags),
+                    "chunks": d.chunks,
                 },
                 ("title", "tags"),
                 share,
@@ -840,7 +843,7 @@ class _Tools:
                 identity=identity[0] if identity else None,
                 dim=identity[1] if identity else None,
             ),
-            last_indexed=iso_time(max((d["indexed_at"] for d in docs), default=None)),
+            last_indexed=iso_time(max((d.indexed_at for d in docs), default=None)),
             plugins=[i.name for i in self.app.plugins.infos if i.status == "enabled"],
             changes_on_disk=ChangesOut(**changes_on_disk(self.app, self.disk)),
             incomplete=note is not None,

@@ -47,11 +47,20 @@ class LegHit:
 
 @dataclass(frozen=True)
 class LegResult:
-    """A candidate leg's ranked output (best first, unique chunk ids)."""
+    """A candidate leg's ranked output (best first, unique chunk ids).
+
+    ``meta`` is what the leg says about how it ran, read by fusion and ``--explain``
+    (docs/plugins.md). The keys the core reads: ``skipped`` (True: the leg could not run on
+    this query, e.g. no term it can look up; a skipped word leg turns the query-dependent
+    fusion rules off), ``expr``
+    (the expression it ran), ``common_dropped`` (the common phrases it left out), ``terms``
+    (the word leg's terms, for the coverage rule), and ``weight`` / ``weight_reasons``,
+    which the core adds before fusion (``groove_core.weighting``). Other keys are the
+    leg's own.
+    """
 
     name: str
     hits: tuple[LegHit, ...]
-    # The leg ran but found nothing it trusts (lets the core judge low_confidence).
     meta: dict[str, Any] = field(default_factory=dict)
 
 

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
     from groove_core.embedding import Embedder
     from groove_core.plugins import Plugins
+    from groove_core.storage import SearchStore
     from groove_core.store import Store
 
 
@@ -150,7 +151,7 @@ class Searcher:
         return out
 
 
-def hits_for(store: Store, fused: list[Fused]) -> list[SearchHit]:
+def hits_for(store: SearchStore, fused: list[Fused]) -> list[SearchHit]:
     """SearchHits for fused candidates, ranked 1..n in fused order."""
     rows = store.chunk_rows([f.chunk_id for f in fused])
     hits = []
@@ -159,21 +160,21 @@ def hits_for(store: Store, fused: list[Fused]) -> list[SearchHit]:
         hits.append(
             SearchHit(
                 chunk_id=item.chunk_id,
-                doc_id=row["doc_id"],
-                path=row["path"],
-                title=row["title"],
-                heading=row["heading"],
-                heading_path=row["heading_path"],
-                level=row["level"],
-                content=row["content"],
+                doc_id=row.doc_id,
+                path=row.path,
+                title=row.title,
+                heading=row.heading,
+                heading_path=row.heading_path,
+                level=row.level,
+                content=row.content,
                 score=item.score,
                 rank=rank,
-                line_start=row["line_start"],
-                line_end=row["line_end"],
-                byte_start=row["byte_start"],
-                byte_end=row["byte_end"],
-                token_count=row["token_count"],
-                tags=row["tags"],
+                line_start=row.line_start,
+                line_end=row.line_end,
+                byte_start=row.byte_start,
+                byte_end=row.byte_end,
+                token_count=row.token_count,
+                tags=row.tags,
                 legs=dict(item.legs),
             )
         )

@@ -24,10 +24,12 @@ import numpy as np
 
 from groove_core import links, words
 from groove_core.query import normalize
+from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
 
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
+    from groove_core.storage import SearchStore
 
 SCHEMA_VERSION = 3
 
@@ -760,6 +762,16 @@ class Store:
             self._df_cache[term] = 0 if found is None else int(found[0])
         return {t: self._df_cache[t] for t in trigrams}, self._row_count
 
+    def word_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Ranked word-leg candidates: (chunk id, bm25) best first."""
+        return words.search(self.conn, match_expr, weights, limit, allowed)
+
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """(chunks containing each single-token term, chunks in all) from the word table's
         vocabulary, cached like :meth:`trigram_rows`."""
@@ -854,8 +866,8 @@ class Store:
         )
         return {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
 
-    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-        """Chunk and document fields of these chunks, by id."""
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunk and document fields of these chunks, by id (unknown ids are left out)."""
         if not chunk_ids:
             return {}
         rows = self.conn.execute(
@@ -865,65 +877,72 @@ class Store:
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(chunk_ids)),),
         )
-        keys = [
-            "chunk_id",
-            "doc_id",
-            "path",
-            "title",
-            "tags",
-            "heading",
-            "heading_path",
-            "level",
-            "content",
-            "token_count",
-            "line_start",
-            "line_end",
-            "byte_start",
-            "byte_end",
-            "ordinal",
-            "context",
-        ]
-        out: dict[int, dict[str, Any]] = {}
-        for r in rows:
-            item = dict(zip(keys, r, strict=True))
-            item["tags"] = tuple(json.loads(item["tags"]))
-            item["heading_path"] = tuple(json.loads(item["heading_path"]))
-            out[int(r[0])] = item
-        return out
+        return {
+            int(r[0]): ChunkRow(
+                chunk_id=int(r[0]),
+                doc_id=int(r[1]),
+                path=str(r[2]),
+                title=str(r[3]),
+                tags=tuple(json.loads(r[4])),
+                heading=str(r[5]),
+                heading_path=tuple(json.loads(r[6])),
+                level=int(r[7]),
+                content=str(r[8]),
+                token_count=None if r[9] is None else int(r[9]),
+                line_start=int(r[10]),
+                line_end=int(r[11]),
+                byte_start=int(r[12]),
+                byte_end=int(r[13]),
+                ordinal=int(r[14]),
+                context=str(r[15]),
+            )
+            for r in rows
+        }
 
-    def document_chunks(self, doc_id: int) -> list[dict[str, Any]]:
+    def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
         """All chunks of one document in order (for expansion stages)."""
         rows = self.conn.execute(
-            "SELECT id, ordinal, heading, level, content, token_count, line_start, line_end, "
-            "byte_start, byte_end FROM chunks WHERE doc_id = ? ORDER BY ordinal",
+            "SELECT id, ordinal, heading, heading_path, level, content, token_count, "
+            "line_start, line_end, byte_start, byte_end FROM chunks WHERE doc_id = ? "
+            "ORDER BY ordinal",
             (doc_id,),
         )
-        keys = [
-            "chunk_id",
-            "ordinal",
-            "heading",
-            "level",
-            "content",
-            "token_count",
-            "line_start",
-            "line_end",
-            "byte_start",
-            "byte_end",
+        return [
+            DocumentChunkRow(
+                chunk_id=int(r[0]),
+                ordinal=int(r[1]),
+                heading=str(r[2]),
+                heading_path=tuple(json.loads(r[3])),
+                level=int(r[4]),
+                content=str(r[5]),
+                token_count=None if r[6] is None else int(r[6]),
+                line_start=int(r[7]),
+                line_end=int(r[8]),
+                byte_start=int(r[9]),
+                byte_end=int(r[10]),
+            )
+            for r in rows
         ]
-        return [dict(zip(keys, r, strict=True)) for r in rows]
 
-    def documents(self) -> list[dict[str, Any]]:
+    def documents(self) -> list[DocumentRow]:
+        """Every indexed document, by path."""
         rows = self.conn.execute(
             "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "
             "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d ORDER BY d.path"
         )
-        keys = ["doc_id", "path", "title", "tags", "indexed_at", "size", "mtime_ns", "chunks"]
-        out = []
-        for r in rows:
-            item = dict(zip(keys, r, strict=True))
-            item["tags"] = tuple(json.loads(item["tags"]))
-            out.append(item)
-        return out
+        return [
+            DocumentRow(
+                doc_id=int(r[0]),
+                path=str(r[1]),
+                title=str(r[2]),
+                tags=tuple(json.loads(r[3])),
+                indexed_at=float(r[4]),
+                size=int(r[5]),
+                mtime_ns=int(r[6]),
+                chunks=int(r[7]),
+            )
+            for r in rows
+        ]
 
     def file_states(self, paths: Sequence[str]) -> dict[str, tuple[int, int]]:
         """(size, mtime_ns) recorded for these documents when they were indexed."""
@@ -952,7 +971,7 @@ class Store:
             result = ids if result is None else result & ids
         return result or frozenset()
 
-    def links_of(self, path: str, limit: int) -> dict[str, Any] | None:
+    def links_of(self, path: str, limit: int) -> Links | None:
         """The first ``limit`` outgoing links and backlinks of the indexed document
         ``path``, with their totals; None when ``path`` is not indexed."""
         row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
@@ -961,12 +980,7 @@ class Store:
         with self.snapshot():
             out, out_total = links.outgoing(self.conn, int(row[0]), limit)
             back, back_total = links.backlinks(self.conn, path, limit)
-        return {
-            "outgoing": out,
-            "outgoing_total": out_total,
-            "backlinks": back,
-            "backlinks_total": back_total,
-        }
+        return Links(tuple(out), out_total, tuple(back), back_total)
 
     def counts(self) -> dict[str, int]:
         docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
@@ -1108,3 +1122,9 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     # 2 -> 3: links between notes (filled as files are indexed again).
     2: links.migrate_add_links_table,
 }
+
+
+def _satisfies_search_store(store: Store) -> SearchStore:
+    """Never called: mypy checks here that the SQLite store implements the protocol the
+    search reads through (docs/plugins.md)."""
+    return store

@@ -24,7 +24,6 @@ the seed's plain RRF. The figures behind the defaults are in docs/eval.md.
 from __future__ import annotations
 
 import re
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -35,7 +34,7 @@ if TYPE_CHECKING:
     from groove_core.config import FusionConfig
     from groove_core.context import QueryContext
     from groove_core.models import LegResult
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 LEXICAL_LEGS = frozenset({"fts", "word"})
 WORD_LEG = "word"
@@ -69,26 +68,7 @@ def query_script(text: str) -> str | None:
     return "other" if _LETTER.search(text) else None
 
 
-@dataclass(frozen=True)
-class _CorpusSize:
-    version: int
-    chunks: int
-
-
-_SIZES: weakref.WeakKeyDictionary[Store, _CorpusSize] = weakref.WeakKeyDictionary()
-
-
-def _chunk_count(store: Store) -> int:
-    """The number of chunks, counted again only after another connection commits."""
-    version = int(store.conn.execute("PRAGMA data_version").fetchone()[0])
-    cached = _SIZES.get(store)
-    if cached is None or cached.version != version:
-        count = int(store.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        cached = _SIZES[store] = _CorpusSize(version, count)
-    return cached.chunks
-
-
-def match_script(store: Store, legs: Sequence[LegResult]) -> str | None:
+def match_script(store: SearchStore, legs: Sequence[LegResult]) -> str | None:
     """``ja`` or ``other``: the script of the lexical legs' top hits (None without hits)."""
     ids = {
         hit.chunk_id for leg in legs if leg.name in LEXICAL_LEGS for hit in leg.hits[:MATCH_SAMPLE]
@@ -98,8 +78,8 @@ def match_script(store: Store, legs: Sequence[LegResult]) -> str | None:
     rows = store.chunk_rows(sorted(ids)).values()
     # Where a chunk sits says more than a code-heavy body: a Japanese page's code sample is
     # still under a Japanese title and headings, an English note's are English.
-    labels = "\n".join(f"{row['title']}\n{row['heading_path']}" for row in rows)
-    content = "\n".join(f"{row['heading']}\n{row['content']}" for row in rows)
+    labels = "\n".join(f"{row.title}\n{row.heading_path}" for row in rows)
+    content = "\n".join(f"{row.heading}\n{row.content}" for row in rows)
     japanese = max(cjk_share(labels), cjk_share(content)) >= CJK_TEXT_SHARE
     return "ja" if japanese else "other"
 
@@ -122,22 +102,25 @@ class Features:
         )
 
 
-def _coverage(store: Store, leg: LegResult, chunks: int) -> float | None:
+def _coverage(store: SearchStore, leg: LegResult) -> float | None:
     terms = [t for t in leg.meta.get("terms", ()) if " " not in t]
-    if not leg.hits or not terms or not chunks:
+    if not leg.hits or not terms:
         return None
     from groove_core.query import normalize
 
     # Cached per data_version by the store: at 100k chunks counting the common terms' rows
     # on every query cost as much as the word leg itself.
-    idf = {t: words.idf(df, chunks) for t, df in store.word_rows(terms)[0].items()}
+    found, chunks = store.word_rows(terms)
+    if not chunks:
+        return None
+    idf = {t: words.idf(df, chunks) for t, df in found.items()}
     mass = sum(idf.values())
     if mass <= 0:
         return None
     row = store.chunk_rows([leg.hits[0].chunk_id]).get(leg.hits[0].chunk_id)
     if row is None:
         return None
-    text = " ".join(normalize(row[k]) for k in ("heading", "context", "content"))
+    text = " ".join(normalize(t) for t in (row.heading, row.context, row.content))
     present = set(words.tokens(text))
     return sum(v for t, v in idf.items() if t in present) / mass
 
@@ -150,7 +133,7 @@ def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
     return Features(
         query_script(ctx.query.embed_text),
         match_script(ctx.store, legs),
-        _coverage(ctx.store, word, _chunk_count(ctx.store)),
+        _coverage(ctx.store, word),
         True,
     )
 

@@ -56,7 +56,7 @@ def test_searches_while_indexing_see_whole_documents_and_no_errors(tmp_path: Pat
                     for hit in response.results:
                         # A document is either all old (no appended paragraph) or all new.
                         chunks = app.store.document_chunks(hit.doc_id)
-                        texts = "".join(c["content"] for c in chunks)
+                        texts = "".join(c.content for c in chunks)
                         assert chunks and texts.count("追記の段落") in (0, 1)
             except BaseException as err:
                 errors.append(err)

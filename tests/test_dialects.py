@@ -231,7 +231,7 @@ def test_mdx_files_are_indexed_and_clean_in_search(tmp_path: Path) -> None:
         {"docs/state.mdx": MDX, "notes/plain.md": "# Plain\n\nNothing special here.\n"},
     )
     app = open_kb(kb)
-    paths = sorted(d["path"] for d in app.store.documents())
+    paths = sorted(d.path for d in app.store.documents())
     assert paths == ["docs/state.mdx", "notes/plain.md"]
     hits = app.search("state persists between renders", limit=3).results
     top = next(h for h in hits if h.path == "docs/state.mdx")
@@ -248,7 +248,7 @@ def test_commonmark_dialect_indexes_md_only(tmp_path: Path) -> None:
         (kb / "groove.toml").read_text() + '\n[index]\ndialect = "commonmark"\n'
     )
     app = open_kb(kb)
-    assert [d["path"] for d in app.store.documents()] == ["b.md"]
+    assert [d.path for d in app.store.documents()] == ["b.md"]
     assert "<Intro>" in app.search("Intro").results[0].content
 
 

@@ -116,5 +116,5 @@ def test_the_leg_reports_what_it_left_out(tmp_path: Path, monkeypatch: pytest.Mo
 
 def _ids(app: object, path: str) -> frozenset[int]:
     store = app.store  # type: ignore[attr-defined]
-    doc = next(d for d in store.documents() if d["path"] == path)
-    return frozenset(c["chunk_id"] for c in store.document_chunks(doc["doc_id"]))
+    doc = next(d for d in store.documents() if d.path == path)
+    return frozenset(c.chunk_id for c in store.document_chunks(doc.doc_id))

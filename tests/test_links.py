@@ -35,7 +35,7 @@ def test_outgoing_links_resolve_to_kb_paths(tmp_path: Path) -> None:
     app = open_kb(_kb(tmp_path))
     found = app.store.links_of("guide/intro.md", 100)
     assert found is not None
-    out = [(link["kind"], link["target"], link["path"], link["line"]) for link in found["outgoing"]]
+    out = [(link.kind, link.target, link.path, link.line) for link in found.outgoing]
     assert out == [
         ("link", "./setup.md#install", "guide/setup.md", 3),
         ("link", "/", "index.md", 3),
@@ -43,14 +43,14 @@ def test_outgoing_links_resolve_to_kb_paths(tmp_path: Path) -> None:
         ("wikilink", "Idea", "notes/Idea.md", 4),
         ("embed", "diagram.png", None, 4),
     ]
-    assert found["outgoing_total"] == 5
+    assert found.outgoing_total == 5
 
 
 def test_backlinks_list_every_document_linking_in(tmp_path: Path) -> None:
     app = open_kb(_kb(tmp_path))
     found = app.store.links_of("guide/intro.md", 100)
     assert found is not None
-    back = [(b["path"], b["kind"], b["line"]) for b in found["backlinks"]]
+    back = [(b.path, b.kind, b.line) for b in found.backlinks]
     assert back == [
         ("guide/setup.md", "link", 3),
         ("guide/setup.md", "wikilink", 3),
@@ -58,7 +58,7 @@ def test_backlinks_list_every_document_linking_in(tmp_path: Path) -> None:
     ]
     idea = app.store.links_of("notes/Idea.md", 1)
     assert idea is not None
-    assert idea["backlinks_total"] == 2 and len(idea["backlinks"]) == 1
+    assert idea.backlinks_total == 2 and len(idea.backlinks) == 1
 
 
 def test_links_follow_their_document_through_changes_and_deletes(tmp_path: Path) -> None:
@@ -68,9 +68,9 @@ def test_links_follow_their_document_through_changes_and_deletes(tmp_path: Path)
     (kb / "index.md").unlink()
     app.index()
     found = app.store.links_of("guide/intro.md", 100)
-    assert found is not None and found["backlinks"] == []
+    assert found is not None and found.backlinks == ()
     # The link to the deleted home page is now unresolved, not gone.
-    assert [link["path"] for link in found["outgoing"]][1] is None
+    assert [link.path for link in found.outgoing][1] is None
     assert check_consistency(app.store).ok
 
 

@@ -404,7 +404,7 @@ class EchoPlugin:
         @server.tool(description="Count the indexed documents under a path prefix.")
         def count_documents(prefix: str = "") -> int:
             # A sync tool: it runs on the server's groove thread, so the store is usable.
-            return sum(1 for d in app.store.documents() if d["path"].startswith(prefix))
+            return sum(1 for d in app.store.documents() if d.path.startswith(prefix))
 
 
 def test_a_plugin_adds_a_search_parameter_and_a_tool(notes_kb: Path) -> None:

@@ -63,7 +63,7 @@ def _skipped(report: dict[str, object]) -> dict[str, str]:
 def _indexed(kb: Path) -> set[str]:
     app = Groove.open(kb)
     try:
-        return {d["path"] for d in app.store.documents()}
+        return {d.path for d in app.store.documents()}
     finally:
         app.close()
 

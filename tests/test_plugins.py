@@ -84,7 +84,7 @@ class TitleLeg:
     @hookimpl
     def groove_candidates(self, ctx: QueryContext) -> LegResult:
         docs = ctx.store.documents()
-        wanted = [d["doc_id"] for d in docs if ctx.query.embed_text.lower() in d["title"].lower()]
+        wanted = [d.doc_id for d in docs if ctx.query.embed_text.lower() in d.title.lower()]
         ids = sorted(ctx.store.chunk_ids_for_docs(wanted))
         return LegResult("title", tuple(LegHit(i, 1.0) for i in ids[: ctx.leg_size]))
 

@@ -26,7 +26,7 @@ def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
 def _paths(kb: Path) -> set[str]:
     app = Groove.open(kb)
     try:
-        return {d["path"] for d in app.store.documents()}
+        return {d.path for d in app.store.documents()}
     except StoreError:  # the watcher's first run may still be creating the index
         return set()
     finally:

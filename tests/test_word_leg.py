@@ -66,7 +66,7 @@ def test_two_character_words_are_found(kb: Path) -> None:
     by_name = {leg.name: leg for leg in legs}
     # The trigram leg has nothing to match; the word leg finds the page.
     assert by_name["fts"].meta.get("skipped") or not by_name["fts"].hits
-    assert [app.store.chunk_rows([h.chunk_id])[h.chunk_id]["path"] for h in by_name["word"].hits][
+    assert [app.store.chunk_rows([h.chunk_id])[h.chunk_id].path for h in by_name["word"].hits][
         :1
     ] == ["state.md"]
     assert response.results[0].path == "state.md"
@@ -82,7 +82,7 @@ def test_word_leg_honours_exclusions_and_filters(kb: Path) -> None:
     assert not excluded & {h.chunk_id for h in word.hits}
     _, legs, _ = app.search_explained("部屋 状態", path="room.md")
     word = next(leg for leg in legs if leg.name == "word")
-    paths = {app.store.chunk_rows([h.chunk_id])[h.chunk_id]["path"] for h in word.hits}
+    paths = {app.store.chunk_rows([h.chunk_id])[h.chunk_id].path for h in word.hits}
     assert paths == {"room.md"}
 
 

@@ -14,7 +14,7 @@ from groove_core.models import LegHit, LegResult
 from groove_core.query import match_expression
 
 if TYPE_CHECKING:
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 
 #: A phrase in fewer rows than this is never left out, whatever its share: matching it
@@ -42,7 +42,7 @@ def _trigrams(phrase: str) -> list[str]:
     return [folded[i : i + 3] for i in range(len(folded) - 2)]
 
 
-def common_phrases(store: Store, phrases: Sequence[str], share: float) -> list[str]:
+def common_phrases(store: SearchStore, phrases: Sequence[str], share: float) -> list[str]:
     """The trigram phrases whose row count exceeds ``share`` of the chunks (and
     :data:`COMMON_PHRASE_MIN_ROWS`), the rarest always kept.
 
@@ -57,7 +57,7 @@ def common_phrases(store: Store, phrases: Sequence[str], share: float) -> list[s
     return _common(phrases, bound, share, total)
 
 
-def common_terms(store: Store, terms: Sequence[str], share: float) -> list[str]:
+def common_terms(store: SearchStore, terms: Sequence[str], share: float) -> list[str]:
     """The word-leg terms in more than ``share`` of the chunks, as :func:`common_phrases`
     (exact counts for a token; a quoted phrase of tokens is bounded by its rarest one)."""
     tokens = {t: t.split(" ") for t in terms}
@@ -147,7 +147,7 @@ class WordLeg:
         allowed, excluded, k = _scope(ctx)
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
-        rows = words.search(ctx.store.conn, expr, weights, k, allowed)
+        rows = ctx.store.word_search(expr, weights, k, allowed)
         kept = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
         meta: dict[str, Any] = {"expr": expr, "terms": terms}
         if common:

@@ -136,7 +136,7 @@ class GoldenSearcher:
         wanted = [c for c in chunk_ids if c not in self._paths]
         if wanted:
             for cid, row in self.searcher.store.chunk_rows(wanted).items():
-                self._paths[cid] = row["path"]
+                self._paths[cid] = row.path
         return {c: self._paths[c] for c in chunk_ids if c in self._paths}
 
     @property

@@ -47,16 +47,16 @@ def groove_candidates(ctx: QueryContext) -> LegResult | None:
     phrases = [_fold(p) for p in ctx.query.positives]
     scored = []
     for doc in ctx.store.documents():
-        title = _fold(doc["title"])
+        title = _fold(doc.title)
         matched = sum(1 for p in phrases if p in title)
         if matched:
-            scored.append((-matched, doc["path"], doc["doc_id"]))
+            scored.append((-matched, doc.path, doc.doc_id))
     scored.sort()
     allowed, excluded = ctx.allowed_ids(), ctx.excluded_ids()
     hits: list[LegHit] = []
     for negative_matches, _path, doc_id in scored[: settings.max_documents]:
         for chunk in ctx.store.document_chunks(doc_id):
-            cid = chunk["chunk_id"]
+            cid = chunk.chunk_id
             if cid in excluded or (allowed is not None and cid not in allowed):
                 continue
             hits.append(LegHit(cid, float(-negative_matches)))

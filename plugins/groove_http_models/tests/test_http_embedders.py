@@ -42,7 +42,7 @@ def test_index_and_search_through_the_server(
     # Same vectors as the hashing embedder in process (normalized once more by the client).
     stored = app.store.embeddings([hits[0].chunk_id])[hits[0].chunk_id]
     row = app.store.chunk_rows([hits[0].chunk_id])[hits[0].chunk_id]
-    text = f"{row['context']}\n{row['content']}" if row["context"] else row["content"]
+    text = f"{row.context}\n{row.content}" if row.context else row.content
     assert np.allclose(stored, HashingEmbedder(64).embed_documents([text])[0], atol=1e-6)
     assert app.store.embedder_identity() == (f"http:{MODEL}:64", 64)
     app.close()
@@ -180,7 +180,7 @@ def _snapshot(kb: Path) -> tuple[object, ...]:
     store = Store.open(kb / ".groove" / "index.sqlite")
     try:
         assert check_consistency(store).ok
-        docs = sorted((d["path"], d["title"], d["chunks"]) for d in store.documents())
+        docs = sorted((d.path, d.title, d.chunks) for d in store.documents())
         rows = store.conn.execute(
             "SELECT d.path, c.ordinal, c.heading, c.context, c.content, v.embedding "
             "FROM chunks c JOIN documents d ON d.id = c.doc_id "
@@ -209,7 +209,7 @@ def test_server_down_mid_index_then_a_resumed_run_equals_a_clean_build(
     try:
         partial = store.documents()
         assert 0 < len(partial) < len(notes)
-        assert all(d["chunks"] == 3 for d in partial)  # whole files only
+        assert all(d.chunks == 3 for d in partial)  # whole files only
         assert check_consistency(store).ok
         assert store.incomplete() is not None  # marked, never passed off as complete
     finally:

@@ -13,13 +13,13 @@ between them. The result reads like the file but is not a byte-exact copy of it;
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 from groove_core.chunking import estimate_tokens
 from groove_core.models import ExpandedRange
+from groove_core.rows import DocumentChunkRow
 
 
 @dataclass(frozen=True)
@@ -47,21 +47,19 @@ def token_count(stored: int | None, content: str) -> int:
     return estimate_tokens(content) if stored is None else int(stored)
 
 
-def pieces(
-    rows: Sequence[Mapping[str, Any]], heading_paths: Mapping[int, Sequence[str]]
-) -> list[Piece]:
-    """``Store.document_chunks`` rows (in order) with each chunk's parent heading path."""
+def pieces(rows: Sequence[DocumentChunkRow]) -> list[Piece]:
+    """A document's chunks (``document_chunks``, in order) as pieces."""
     return [
         Piece(
-            chunk_id=int(r["chunk_id"]),
-            level=int(r["level"]),
-            parent=tuple(heading_paths.get(int(r["chunk_id"]), ()))[:-1],
-            content=str(r["content"]),
-            tokens=token_count(r["token_count"], str(r["content"])),
-            line_start=int(r["line_start"]),
-            line_end=int(r["line_end"]),
-            byte_start=int(r["byte_start"]),
-            byte_end=int(r["byte_end"]),
+            chunk_id=r.chunk_id,
+            level=r.level,
+            parent=r.heading_path[:-1],
+            content=r.content,
+            tokens=token_count(r.token_count, r.content),
+            line_start=r.line_start,
+            line_end=r.line_end,
+            byte_start=r.byte_start,
+            byte_end=r.byte_end,
         )
         for r in rows
     ]

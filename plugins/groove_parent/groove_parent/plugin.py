@@ -79,9 +79,7 @@ def groove_expand(ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit] |
 
 def _document(ctx: QueryContext, doc_id: int) -> list[Piece]:
     """A document's chunks in order, read once per query however many hits it has."""
-    rows = ctx.store.document_chunks(doc_id)
-    details = ctx.store.chunk_rows([r["chunk_id"] for r in rows])
-    return pieces(rows, {cid: row["heading_path"] for cid, row in details.items()})
+    return pieces(ctx.store.document_chunks(doc_id))
 
 
 def _expanded(hit: SearchHit, doc: list[Piece], *, whole_doc_threshold: int, cap: int) -> SearchHit:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from groove_parent.expand import Piece, expand, grow, join, pieces, sibling_bounds, token_count
 
 from groove_core.models import ExpandedRange
+from groove_core.rows import DocumentChunkRow
 
 
 def _piece(
@@ -21,18 +22,21 @@ def test_a_null_token_count_falls_back_to_the_indexer_estimate() -> None:
     assert token_count(None, "x" * 41) == 11  # ceil(41 / 4), as the indexer counts
     assert token_count(0, "x" * 41) == 0  # a stored count is trusted as is
     rows = [
-        {
-            "chunk_id": 5,
-            "level": 2,
-            "content": "y" * 400,
-            "token_count": None,
-            "line_start": 1,
-            "line_end": 1,
-            "byte_start": 0,
-            "byte_end": 400,
-        }
+        DocumentChunkRow(
+            chunk_id=5,
+            ordinal=0,
+            heading="Section",
+            heading_path=("Doc", "Section"),
+            level=2,
+            content="y" * 400,
+            token_count=None,
+            line_start=1,
+            line_end=1,
+            byte_start=0,
+            byte_end=400,
+        )
     ]
-    (piece,) = pieces(rows, {5: ("Doc", "Section")})
+    (piece,) = pieces(rows)
     assert (piece.tokens, piece.parent) == (100, ("Doc",))
 
 

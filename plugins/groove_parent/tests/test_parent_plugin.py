@@ -51,8 +51,8 @@ def _top(app: Groove, query: str, **options: Any) -> SearchHit:
 
 
 def _chunks(app: Groove, path: str) -> list[dict[str, Any]]:
-    doc = next(d for d in app.store.documents() if d["path"] == path)
-    return app.store.document_chunks(doc["doc_id"])
+    doc = next(d for d in app.store.documents() if d.path == path)
+    return app.store.document_chunks(doc.doc_id)
 
 
 def _ranking(hits: tuple[SearchHit, ...]) -> list[tuple[int, float, int, str, int, int]]:
@@ -72,16 +72,16 @@ def test_a_small_hit_returns_its_whole_document(tmp_path: Path) -> None:
     plain, expanded = _top(app, "kettle"), _top(app, "kettle", parent=True)
     assert plain.heading == "Boil" and plain.expanded_from is None
     chunks = _chunks(app, "small.md")
-    assert expanded.content == "\n\n".join(c["content"] for c in chunks)
+    assert expanded.content == "\n\n".join(c.content for c in chunks)
     assert [(r.line_start, r.byte_start, r.byte_end) for r in expanded.expanded_from or ()] == [
-        (c["line_start"], c["byte_start"], c["byte_end"]) for c in chunks
+        (c.line_start, c.byte_start, c.byte_end) for c in chunks
     ]
     assert _ranking((expanded,)) == _ranking((plain,))
     assert expanded.to_json()["expanded_from"][0] == {
         "line_start": 1,
         "line_end": 3,
         "byte_start": 0,
-        "byte_end": chunks[0]["byte_end"],
+        "byte_end": chunks[0].byte_end,
     }
 
 
@@ -108,9 +108,9 @@ def test_the_cap_limits_what_is_merged(tmp_path: Path) -> None:
     kept = [
         c
         for c in _chunks(app, "long.md")
-        if (c["byte_start"], c["byte_end"]) in {(r.byte_start, r.byte_end) for r in ranges}
+        if (c.byte_start, c.byte_end) in {(r.byte_start, r.byte_end) for r in ranges}
     ]
-    assert sum(c["token_count"] for c in kept) <= 350
+    assert sum(c.token_count for c in kept) <= 350
 
 
 def test_null_token_counts_of_an_old_index_still_obey_the_cap(tmp_path: Path) -> None:
@@ -122,8 +122,8 @@ def test_null_token_counts_of_an_old_index_still_obey_the_cap(tmp_path: Path) ->
     app.close()
     old = Groove.open(kb)
     chunks = _chunks(old, "long.md")
-    assert all(c["token_count"] is None for c in chunks)
-    estimated = {(c["byte_start"], c["byte_end"]): estimate_tokens(c["content"]) for c in chunks}
+    assert all(c.token_count is None for c in chunks)
+    estimated = {(c.byte_start, c.byte_end): estimate_tokens(c.content) for c in chunks}
     assert sum(estimated.values()) > 350  # counting NULL as 0 would merge all of this
     hit = _top(old, "ignition procedure")
     ranges = hit.expanded_from or ()
@@ -151,10 +151,8 @@ def test_match_spans_point_into_the_expanded_content(tmp_path: Path) -> None:
         assert hit.match_spans
         for span in hit.match_spans:
             assert data[span.start : span.end].decode().casefold() == "procedure"
-        original = next(c for c in _chunks(app, hit.path) if c["chunk_id"] == hit.chunk_id)
-        beyond_the_chunk += sum(
-            s.start >= len(original["content"].encode()) for s in hit.match_spans
-        )
+        original = next(c for c in _chunks(app, hit.path) if c.chunk_id == hit.chunk_id)
+        beyond_the_chunk += sum(s.start >= len(original.content.encode()) for s in hit.match_spans)
     assert beyond_the_chunk > 0
 
 

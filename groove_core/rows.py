@@ -1,0 +1,103 @@
+"""The rows an index returns: small frozen values, typed field by field.
+
+Every storage backend returns these (see :class:`groove_core.storage.SearchStore`), so a
+plugin reads ``row.path`` instead of ``row["path"]`` and mypy checks it. This module imports
+nothing heavy: a plugin can import it at no cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One chunk with the fields of its document (``chunk_rows``)."""
+
+    chunk_id: int
+    doc_id: int
+    path: str  # the document's KB-relative POSIX path
+    title: str
+    tags: tuple[str, ...]  # the document's front-matter tags, in file order
+    heading: str
+    heading_path: tuple[str, ...]  # the headings above the chunk, outermost first
+    level: int  # the heading level (0: text before the first heading)
+    content: str
+    token_count: int | None  # None in rows of indexes written before it was stored
+    line_start: int  # 1-based, inclusive
+    line_end: int
+    byte_start: int  # UTF-8 byte offsets into the file, end exclusive
+    byte_end: int
+    ordinal: int  # the chunk's position in its document, from 0
+    context: str  # the text the chunk was embedded with besides its content
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentChunkRow:
+    """One chunk of a document, as the document's chunks in order (``document_chunks``)."""
+
+    chunk_id: int
+    ordinal: int
+    heading: str
+    heading_path: tuple[str, ...]
+    level: int
+    content: str
+    token_count: int | None
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentRow:
+    """One indexed document (``documents``)."""
+
+    doc_id: int
+    path: str
+    title: str
+    tags: tuple[str, ...]
+    indexed_at: float  # seconds since the epoch
+    size: int  # the file's size and mtime when it was indexed (staleness checks)
+    mtime_ns: int
+    chunks: int  # how many chunks it has
+
+
+@dataclass(frozen=True, slots=True)
+class OutgoingLink:
+    """A link a document makes, in file order."""
+
+    target: str  # as written in the file
+    kind: str  # "link" (Markdown) or "wikilink"
+    path: str | None  # the indexed document it resolves to, None when it resolves to none
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Backlink:
+    """A link into a document from another one."""
+
+    path: str  # the linking document
+    kind: str
+    target: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class Links:
+    """The first links of a document each way, with the totals (``links_of``)."""
+
+    outgoing: tuple[OutgoingLink, ...]
+    outgoing_total: int
+    backlinks: tuple[Backlink, ...]
+    backlinks_total: int
+
+    def to_json(self) -> dict[str, Any]:
+        """``{outgoing, outgoing_total, backlinks, backlinks_total}``, links as objects."""
+        return {
+            "outgoing": [asdict(link) for link in self.outgoing],
+            "outgoing_total": self.outgoing_total,
+            "backlinks": [asdict(link) for link in self.backlinks],
+            "backlinks_total": self.backlinks_total,
+        }

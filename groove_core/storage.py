@@ -1,0 +1,154 @@
+"""What a search may read from an index: the read side of a storage backend, as a protocol.
+
+Candidate legs, filters, fusion and the stages after it receive the index as
+``QueryContext.store``, typed with :class:`SearchStore`, so a plugin depends on this
+contract and not on the SQLite file behind it (``groove_core.store.Store``, the built-in
+implementation, which satisfies it: mypy checks that in ``groove_core.store``). Writing,
+migrations, ``doctor`` and the embedder binding are not part of it.
+
+The contract for every method:
+
+* Chunk ids are the index's own integers; they stay valid until the chunk's document is
+  written again. Ids a method does not know are left out of its answer, never an error.
+* Ranked answers are best first, and equal scores are ordered by chunk id, so a search
+  is deterministic (the baseline snapshot depends on it).
+* ``allowed``: when given, only those chunk ids may be returned (the filters,
+  ``QueryContext.allowed_ids()``); ``None`` means every chunk. The backend applies it inside
+  its query, so ``limit`` results still come back under a narrow filter.
+* Cost is stated per method as how it grows: with the arguments ("per id"), with the
+  matches of an expression, or with the whole index ("scan"). A stage runs on every query:
+  it should call the per-id methods with the ids it has, not scan.
+
+This module imports nothing heavy (numpy only for type checking), so a plugin may import
+it at no cost.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+
+
+@runtime_checkable
+class SearchStore(Protocol):
+    """The index as a search reads it. See the module docstring for the shared contract."""
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """A read transaction: every call inside sees one committed state of the index, so
+        a search never mixes two versions of a file an index run is replacing. Re-entrant:
+        inside a snapshot it adds nothing. Cost: constant."""
+        ...
+
+    def fts_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The lexical (trigram) leg: up to ``limit`` (chunk id, bm25) matching the
+        compiled expression (``ParsedQuery.match_expr``), best first. bm25 is negative,
+        smaller is better; ``weights`` are the heading, context and content column weights.
+        Cost: grows with the rows the expression matches (every match is scored before
+        the limit)."""
+        ...
+
+    def fts_ids(self, expr: str) -> frozenset[int]:
+        """Every chunk id the expression matches, unranked (the exclusion scan,
+        ``ParsedQuery.negative_expr``). Cost: grows with the matches, no scoring."""
+        ...
+
+    def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
+        """(rows containing each trigram, rows in all) from the lexical index's vocabulary,
+        for the common-phrase rule. Cost: one vocabulary lookup per trigram not seen since
+        the index last changed (cached until then)."""
+        ...
+
+    def word_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The word leg: up to ``limit`` (chunk id, bm25) matching an expression over the
+        word tokens (``groove_core.words.match_expr``), best first, as :meth:`fts_search`.
+        Cost: grows with the rows the expression matches."""
+        ...
+
+    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(chunks containing each single-token term, chunks in all); terms with a space
+        (phrases) are left out of the dict. Cost: as :meth:`trigram_rows`, cached."""
+        ...
+
+    def has_vectors(self) -> bool:
+        """Whether the index holds vectors (an embedder has been bound). Cost: constant."""
+        ...
+
+    def vector_search(
+        self,
+        vector: np.ndarray,
+        k: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """The ``k`` nearest chunks to ``vector``: (chunk id, L2 distance), nearest first,
+        ties by id; empty without vectors. Cost: one KNN search (the SQLite store's is
+        exact, a scan of the vectors)."""
+        ...
+
+    def embeddings(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
+        """The stored vectors of these chunks, by id (nothing is re-embedded); empty
+        without vectors. Cost: per id."""
+        ...
+
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunk and document fields of these chunks, by id (the dict's order is not part
+        of the contract). Cost: per id."""
+        ...
+
+    def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
+        """Every chunk of one document, in document order (``ordinal``); empty for an
+        unknown document. Cost: the document's chunks."""
+        ...
+
+    def documents(self) -> list[DocumentRow]:
+        """Every indexed document, ordered by path. Cost: scan of the documents (not of
+        the chunks); call it once per query at most."""
+        ...
+
+    def chunk_ids_for_docs(self, doc_ids: Iterable[int]) -> frozenset[int]:
+        """Every chunk id of these documents. Cost: the documents' chunks."""
+        ...
+
+    def doc_ids_with_tags(self, tags: Sequence[str]) -> frozenset[int]:
+        """Documents carrying every one of ``tags`` (case-insensitive; empty ``tags``: no
+        documents). Cost: the documents carrying each tag."""
+        ...
+
+    def file_states(self, paths: Sequence[str]) -> dict[str, tuple[int, int]]:
+        """(size, mtime_ns) of these documents when they were indexed, by path (stale
+        marking). Cost: per path."""
+        ...
+
+    def links_of(self, path: str, limit: int) -> Links | None:
+        """The first ``limit`` outgoing links (in file order) and backlinks (by linking
+        path, then file order) of the indexed document ``path``, with their totals; None
+        when ``path`` is not indexed. Cost: the document's links and the links into it,
+        plus resolving link targets against the indexed paths."""
+        ...
+
+    def counts(self) -> dict[str, int]:
+        """``{"documents": n, "chunks": n}``. Cost: a count of each."""
+        ...
+
+    def incomplete(self) -> str | None:
+        """A sentence for users when an index run that fills this index from empty has not
+        finished (only part of the knowledge base is searchable), else None. Cost:
+        constant when complete."""
+        ...
