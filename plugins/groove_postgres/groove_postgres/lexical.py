@@ -1,0 +1,173 @@
+"""The lexical leg on PostgreSQL: the SQLite FTS5 trigram leg's matching and bm25, redone.
+
+SQLite's leg (docs/retrieval-pipeline.md, "Lexical leg") indexes heading / context /
+content, NFKC-normalised, with FTS5's ``trigram remove_diacritics 1`` tokenizer, matches
+the compiled query's quoted phrases and ranks with ``bm25(fts_chunks, heading, context,
+content)``. Here:
+
+* each column is stored NFKC-normalised and *folded* (:func:`fold`: the tokenizer's case
+  folding and diacritic removal, one character for one, so positions and lengths agree);
+* a phrase matches a column when it is a substring of it (what a trigram phrase match
+  is), found through a pg_trgm GIN index on the three columns joined by U+001F (the query
+  compiler turns control characters into spaces, so no phrase spans two columns);
+* the score is FTS5's bm25, computed in SQL from the same quantities: per phrase the
+  number of rows it matches (its IDF), per row its weighted phrase frequency (overlapping
+  occurrences, as trigram positions count them) and its length in trigram tokens, and the
+  KB's average length — kept in ``kb_stats`` and per-chunk ``ntok``, written in the
+  documents' own transaction. Per-trigram document frequencies (``trigram_df``) answer the
+  common-phrase rule (``trigram_rows``), as FTS5's vocabulary does for the SQLite store.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+__all__ = [
+    "SEPARATOR",
+    "fold",
+    "like_pattern",
+    "parse_match",
+    "self_overlapping",
+    "token_count",
+    "trigrams",
+]
+
+#: Joins the three folded columns in the indexed expression (a control character: never
+#: part of a compiled phrase).
+SEPARATOR = "\x1f"
+
+#: FTS5's bm25 constants (fts5_aux.c).
+K1 = 1.2
+B = 0.75
+
+
+@lru_cache(maxsize=65536)
+def _fold_char(ch: str) -> str:
+    """One character as the trigram tokenizer compares it: lower-cased and, in the
+    Latin-range scripts ``remove_diacritics 1`` covers, without combining marks (the same
+    rule as the core's common-phrase estimate, groove_core/builtins/legs.py)."""
+    low = ch.lower()
+    if len(low) != 1:
+        return ch
+    if ord(low) < 0x2000:
+        base = "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
+        if len(base) == 1:
+            return base
+    return low
+
+
+def fold(text: str) -> str:
+    """``text`` (already NFKC-normalised) folded one character for one; NUL, which
+    PostgreSQL text cannot hold, becomes U+FFFD."""
+    return "".join(_fold_char(ch) for ch in text.replace("\x00", "\ufffd"))
+
+
+def token_count(folded: str) -> int:
+    """Trigram tokens of one column: FTS5's column size for the trigram tokenizer."""
+    return max(len(folded) - 2, 0)
+
+
+def trigrams(columns: Iterable[str]) -> set[str]:
+    """The distinct trigrams of folded columns (none spans two columns)."""
+    out: set[str] = set()
+    for text in columns:
+        out.update(text[i : i + 3] for i in range(len(text) - 2))
+    return out
+
+
+def like_pattern(phrase: str) -> str:
+    """A LIKE pattern matching ``phrase`` anywhere (backslash is LIKE's escape)."""
+    escaped = phrase.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return f"%{escaped}%"
+
+
+def self_overlapping(phrase: str) -> bool:
+    """True when two occurrences of ``phrase`` can overlap (a proper prefix equals a
+    suffix, as in ``aaa`` or ``abab``): then counting needs a lookahead regex, otherwise
+    the cheaper ``replace`` arithmetic counts the same."""
+    return any(phrase[:n] == phrase[-n:] for n in range(1, len(phrase)))
+
+
+_REGEX_SPECIAL = set("\\^$.|?*+()[]{}")
+
+
+def overlap_regex(phrase: str) -> str:
+    """A PostgreSQL ARE that matches (empty) at every start of ``phrase``, overlaps
+    included: ``regexp_count(text, re)`` is the phrase's occurrence count."""
+    body = "".join("\\" + ch if ch in _REGEX_SPECIAL else ch for ch in phrase)
+    return f"(?={body})"
+
+
+class MatchSyntaxError(ValueError):
+    """Not an expression the core's query compiler writes."""
+
+
+def _tokens(expr: str) -> list[str]:
+    """``(``, ``)``, ``OR``, ``NOT`` and phrases (returned with a leading ``"``)."""
+    out: list[str] = []
+    i = 0
+    while i < len(expr):
+        ch = expr[i]
+        if ch.isspace():
+            i += 1
+        elif ch in "()":
+            out.append(ch)
+            i += 1
+        elif ch == '"':
+            chars: list[str] = []
+            i += 1
+            while True:
+                if i >= len(expr):
+                    raise MatchSyntaxError("unterminated phrase")
+                if expr[i] == '"':
+                    if expr[i + 1 : i + 2] == '"':
+                        chars.append('"')
+                        i += 2
+                        continue
+                    i += 1
+                    break
+                chars.append(expr[i])
+                i += 1
+            out.append('"' + "".join(chars))
+        else:
+            j = i
+            while j < len(expr) and not expr[j].isspace() and expr[j] not in '()"':
+                j += 1
+            word = expr[i:j]
+            if word not in ("OR", "NOT"):
+                raise MatchSyntaxError(f"unexpected {word!r}")
+            out.append(word)
+            i = j
+    return out
+
+
+def _phrase_list(tokens: Sequence[str]) -> list[str]:
+    """``"a" OR "b" ...`` → [a, b, ...]."""
+    if not tokens or len(tokens) % 2 == 0:
+        raise MatchSyntaxError("expected phrases joined by OR")
+    phrases: list[str] = []
+    for n, tok in enumerate(tokens):
+        if n % 2 == 0:
+            if not tok.startswith('"'):
+                raise MatchSyntaxError("expected a quoted phrase")
+            phrases.append(tok[1:])
+        elif tok != "OR":
+            raise MatchSyntaxError("expected OR")
+    return phrases
+
+
+def parse_match(expr: str) -> tuple[list[str], list[str]]:
+    """(positive phrases, negative phrases) of an FTS5 expression as the core's compiler
+    writes it: ``"a" OR "b"`` or ``("a" OR "b") NOT ("c" OR "d")`` (groove_core/query.py).
+    Anything else raises :class:`MatchSyntaxError`."""
+    tokens = _tokens(expr)
+    if "NOT" not in tokens:
+        return _phrase_list(tokens), []
+    at = tokens.index("NOT")
+    left, right = tokens[:at], tokens[at + 1 :]
+    for side in (left, right):
+        if len(side) < 3 or side[0] != "(" or side[-1] != ")":
+            raise MatchSyntaxError("expected (phrases) NOT (phrases)")
+    return _phrase_list(left[1:-1]), _phrase_list(right[1:-1])

@@ -1,0 +1,542 @@
+"""PostgresStore against a real PostgreSQL 18: schema, round trip, bm25 parity with the
+SQLite FTS5 leg, KNN against brute force, statistics on delete, KB isolation, the locale
+check and the index-run lock."""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from groove_postgres.settings import PostgresSettings
+from groove_postgres.store import SCHEMA_VERSION, PostgresStore, PostgresStoreError
+from groove_postgres.testing import EmbeddedPostgres
+
+from groove_core.chunking import Chunk
+from groove_core.links import RawLink
+from groove_core.query import parse_query
+from groove_core.store import EmbedderMismatchError, NewDocument, Store
+
+DIM = 8
+
+
+def chunk(ordinal: int, heading: str, content: str, context: str = "") -> Chunk:
+    return Chunk(
+        ordinal=ordinal,
+        heading=heading,
+        heading_path=(heading,) if heading else (),
+        level=1 if heading else 0,
+        context=context or heading,
+        content=content,
+        token_count=len(content) // 4,
+        byte_start=ordinal * 100,
+        byte_end=ordinal * 100 + len(content.encode()),
+        line_start=ordinal * 10 + 1,
+        line_end=ordinal * 10 + 5,
+    )
+
+
+def document(
+    path: str, sections: list[tuple[str, str]], tags: tuple[str, ...] = (), title: str = ""
+) -> NewDocument:
+    chunks = tuple(chunk(n, h, c, f"{title or path} > {h}") for n, (h, c) in enumerate(sections))
+    digest = hashlib.sha256(repr(sections).encode()).hexdigest()
+    return NewDocument(
+        path=path,
+        title=title or path,
+        tags=tags,
+        content_hash=digest,
+        size=sum(len(c) for _, c in sections),
+        mtime_ns=1_700_000_000_000_000_000,
+        chunks=chunks,
+        links=(RawLink("link", "other.md", 1),),
+    )
+
+
+def vectors_for(docs: list[NewDocument], seed: int = 0) -> np.ndarray:
+    rows = sum(len(d.chunks) for d in docs)
+    return np.random.default_rng(seed).standard_normal((rows, DIM)).astype(np.float32)
+
+
+#: A small bilingual corpus: the lexical tests rank it in both stores.
+CORPUS = [
+    document(
+        "ja/nihongo.md",
+        [
+            ("日本語の文章", "日本語の文章を検索するには、文字の三つ組みで索引を作ります。"),
+            (
+                "状態管理",
+                "状態管理のライブラリは、アプリの状態を一か所にまとめます。状態の変更は追跡できます。",
+            ),
+            ("", "東京は日本の首都です。日本語を話す人が多い。"),
+        ],
+        tags=("Japanese", "notes"),
+        title="日本語メモ",
+    ),
+    document(
+        "ja/vue.md",
+        [
+            (
+                "算出プロパティ",
+                "算出プロパティはリアクティブな状態から値を計算します。キャッシュされます。",
+            ),
+            ("ウォッチャー", "ウォッチャーは状態の変化に応じて副作用を実行します。"),
+        ],
+        tags=("vue",),
+    ),
+    document(
+        "en/search.md",
+        [
+            (
+                "Vector search",
+                "Vector search finds chunks by embedding distance. Search, search, search.",
+            ),
+            ("Lexical search", "Trigram matching finds words and phrases; bm25 ranks the matches."),
+            ("Banana", "A banana has a peel. Bananas and ananas: ananana anana ananas."),
+        ],
+        tags=("search", "Notes"),
+    ),
+    document(
+        "en/cooking.md",
+        [
+            ("Recipes", "Cook the rice, then the vegetables. A search for flavour never ends."),
+            ("ＦＵＬＬ　ＷＩＤＴＨ", "Ｆｕｌｌ－ｗｉｄｔｈ text and Café, naïve résumé."),
+        ],
+    ),
+]
+
+
+def open_store(dsn: str, kb: str = "kb", **settings: object) -> PostgresStore:
+    return PostgresStore.create(PostgresSettings(dsn=dsn, **settings), kb)
+
+
+def sqlite_store(tmp_path: Path, docs: list[NewDocument]) -> Store:
+    store = Store.create(tmp_path / "index.sqlite")
+    store.bind_embedder("test", DIM)
+    store.write_documents(docs, vectors_for(docs))
+    return store
+
+
+def key_of(rows: dict[int, dict[str, Any]], cid: int) -> tuple[str, int]:
+    return rows[cid]["path"], rows[cid]["ordinal"]
+
+
+# -- schema and round trip -------------------------------------------------------------------
+
+
+def test_schema_and_extensions_are_created(postgres_dsn: str) -> None:
+    store = open_store(postgres_dsn)
+    try:
+        with store._conn() as conn:
+            tables = {
+                r[0]
+                for r in conn.execute(
+                    "SELECT tablename FROM pg_tables WHERE schemaname = 'groove'"
+                ).fetchall()
+            }
+            extensions = {r[0] for r in conn.execute("SELECT extname FROM pg_extension")}
+            version = conn.execute("SELECT value FROM groove.info").fetchone()
+        assert {"kbs", "meta", "documents", "doc_tags", "chunks", "vectors", "trigram_df"} <= tables
+        assert {"vector", "pg_trgm"} <= extensions
+        assert version == (str(SCHEMA_VERSION),)
+    finally:
+        store.close()
+    # Opening again (search side) finds the KB; an unknown KB is refused clearly.
+    PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "kb").close()
+    with pytest.raises(PostgresStoreError, match="run 'groove index'"):
+        PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "other")
+
+
+def test_write_read_round_trip_matches_sqlite(postgres_dsn: str, tmp_path: Path) -> None:
+    docs = CORPUS
+    lite = sqlite_store(tmp_path, docs)
+    pg = open_store(postgres_dsn)
+    try:
+        pg.bind_embedder("test", DIM)
+        pg.write_documents(docs, vectors_for(docs))
+        assert pg.counts() == lite.counts() == {"documents": 4, "chunks": 10}
+        assert pg.embedder_identity() == ("test", DIM)
+        pg_states, lite_states = pg.doc_states(), lite.doc_states()
+        assert pg_states.keys() == lite_states.keys()
+        for path, state in pg_states.items():
+            assert (state.content_hash, state.size, state.mtime_ns) == (
+                lite_states[path].content_hash,
+                lite_states[path].size,
+                lite_states[path].mtime_ns,
+            )
+
+        def by_key(store: Any) -> dict[tuple[str, int], dict[str, Any]]:
+            ids = store.chunk_ids_for_docs([s.id for s in store.doc_states().values()])
+            rows = store.chunk_rows(sorted(ids))
+            out = {}
+            for row in rows.values():
+                item = {k: v for k, v in row.items() if k not in ("chunk_id", "doc_id")}
+                out[(row["path"], row["ordinal"])] = item
+            return out
+
+        assert by_key(pg) == by_key(lite)
+        pg_docs = [
+            {k: v for k, v in d.items() if k not in ("doc_id", "indexed_at")}
+            for d in pg.documents()
+        ]
+        lite_docs = [
+            {k: v for k, v in d.items() if k not in ("doc_id", "indexed_at")}
+            for d in lite.documents()
+        ]
+        assert pg_docs == lite_docs
+
+        doc_id = pg_states["en/search.md"].id
+        chunks = pg.document_chunks(doc_id)
+        assert [c["ordinal"] for c in chunks] == [0, 1, 2]
+        assert chunks[0]["heading"] == "Vector search"
+        assert pg.file_states(["en/search.md", "missing.md"]) == {
+            "en/search.md": (pg_states["en/search.md"].size, pg_states["en/search.md"].mtime_ns)
+        }
+        # Tags: every given tag, case-insensitively (SQLite's NOCASE).
+        assert pg.doc_ids_with_tags(["notes"]) == {
+            pg_states["ja/nihongo.md"].id,
+            pg_states["en/search.md"].id,
+        }
+        assert pg.doc_ids_with_tags(["NOTES", "search"]) == {pg_states["en/search.md"].id}
+        assert pg.doc_ids_with_tags(["vue", "search"]) == frozenset()
+        # Stored vectors come back as written.
+        ids = sorted(pg.chunk_ids_for_docs([doc_id]))
+        got = pg.embeddings(ids)
+        expected = vectors_for(docs)[5:8]  # en/search.md: after 3 + 2 chunks
+        for n, cid in enumerate(ids):
+            np.testing.assert_array_equal(got[cid], expected[n])
+
+        pg.touch_documents([("en/search.md", 1, 2)])
+        assert pg.file_states(["en/search.md"]) == {"en/search.md": (1, 2)}
+        # Run markers.
+        assert pg.incomplete() is None
+        pg.begin_run()  # not empty: no mark
+        assert pg.incomplete() is None
+        pg.end_run()
+        assert pg.last_indexed() is not None
+        with pytest.raises(EmbedderMismatchError, match="re-embed"):
+            pg.check_embedder("another")
+    finally:
+        pg.close()
+        lite.close()
+
+
+def test_begin_run_on_an_empty_index_marks_it_incomplete(postgres_dsn: str) -> None:
+    store = open_store(postgres_dsn)
+    try:
+        store.begin_run()
+        assert "incomplete" in (store.incomplete() or "")
+        store.end_run()
+        assert store.incomplete() is None
+    finally:
+        store.close()
+
+
+# -- the lexical leg -----------------------------------------------------------------------------
+
+QUERIES = [
+    "日本語の文章",
+    "状態管理",
+    "状態",  # under 3 characters: glued, or verbatim
+    "プロパティ 状態",
+    "vector search",
+    "search -vector",
+    '"bm25 ranks"',
+    "anana",  # self-overlapping: occurrences overlap
+    "ananas banana",
+    "cafe resume",  # diacritics folded
+    "full width",  # NFKC: full-width text in the note
+    "search 日本語",
+    "状態 -ウォッチャー",
+]
+
+
+@pytest.mark.parametrize("weights", [(2.0, 1.0, 1.0), (1.0, 1.0, 1.0), (5.0, 0.5, 2.0)])
+def test_bm25_ranks_as_the_sqlite_fts5_leg(
+    postgres_dsn: str, tmp_path: Path, weights: tuple[float, float, float]
+) -> None:
+    lite = sqlite_store(tmp_path, CORPUS)
+    pg = open_store(postgres_dsn)
+    try:
+        pg.bind_embedder("test", DIM)
+        pg.write_documents(CORPUS, vectors_for(CORPUS))
+        lite_rows = lite.chunk_rows(sorted(lite.chunk_ids_for_docs(range(1, 10))))
+        pg_all = pg.chunk_ids_for_docs([s.id for s in pg.doc_states().values()])
+        pg_rows = pg.chunk_rows(sorted(pg_all))
+        matched = 0
+        for text in QUERIES:
+            query = parse_query(text)
+            if query.match_expr is None:
+                continue
+            expected = [
+                (key_of(lite_rows, cid), score)
+                for cid, score in lite.fts_search(query.match_expr, weights, 50)
+            ]
+            got = [
+                (key_of(pg_rows, cid), score)
+                for cid, score in pg.fts_search(query.match_expr, weights, 50)
+            ]
+            assert [k for k, _ in got] == [k for k, _ in expected], text
+            for (_, a), (_, b) in zip(got, expected, strict=True):
+                assert a == pytest.approx(b, rel=1e-9, abs=1e-12), text
+            matched += bool(expected)
+            # The exclusion scan agrees too.
+            if query.negative_expr:
+                lite_ids = {key_of(lite_rows, i) for i in lite.fts_ids(query.negative_expr)}
+                pg_ids = {key_of(pg_rows, i) for i in pg.fts_ids(query.negative_expr)}
+                assert pg_ids == lite_ids, text
+        assert matched >= 10
+        # A filter (allowed ids) keeps the whole-KB IDF, as FTS5 does.
+        query = parse_query("search")
+        assert query.match_expr is not None
+        keep = {cid for cid, row in pg_rows.items() if row["path"] == "en/cooking.md"}
+        lite_keep = {cid for cid, row in lite_rows.items() if row["path"] == "en/cooking.md"}
+        got_f = pg.fts_search(query.match_expr, weights, 10, frozenset(keep))
+        exp_f = lite.fts_search(query.match_expr, weights, 10, frozenset(lite_keep))
+        assert [key_of(pg_rows, c) for c, _ in got_f] == [key_of(lite_rows, c) for c, _ in exp_f]
+        assert [s for _, s in got_f] == pytest.approx([s for _, s in exp_f], rel=1e-9)
+        # The common-phrase rule's counts: the same as FTS5's vocabulary.
+        grams = ["sea", "日本語", "状態の", "zzz"]
+        assert pg.trigram_rows(grams) == lite.trigram_rows(grams)
+    finally:
+        pg.close()
+        lite.close()
+
+
+def test_lexical_search_uses_the_trigram_index(postgres_dsn: str) -> None:
+    store = open_store(postgres_dsn)
+    try:
+        with store._conn() as conn:
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    "EXPLAIN SELECT id FROM groove.chunks WHERE "
+                    "(heading_n || E'\\x1f' || context_n || E'\\x1f' || content_n) LIKE '%日本語%'"
+                )
+            )
+        assert "chunks_trgm" in plan
+    finally:
+        store.close()
+
+
+# -- the vector leg ------------------------------------------------------------------------------
+
+
+def test_vector_search_equals_brute_force(
+    postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rng = np.random.default_rng(7)
+    docs = [
+        document(f"d{n:03}.md", [(f"h{n}-{i}", f"text {n} {i}") for i in range(4)])
+        for n in range(60)
+    ]
+    vectors = rng.standard_normal((240, DIM)).astype(np.float32)
+    store = open_store(postgres_dsn, ef_search=64)
+    try:
+        store.bind_embedder("test", DIM)
+        store.write_documents(docs, vectors)
+        ids = sorted(store.chunk_ids_for_docs([s.id for s in store.doc_states().values()]))
+        # Chunk ids are assigned in write order: row n of ``vectors`` is ids[n].
+        stored = np.stack([store.embeddings(ids)[i] for i in ids])
+        np.testing.assert_array_equal(stored, vectors)
+
+        def brute(q: np.ndarray, k: int, allowed: set[int] | None = None) -> list[int]:
+            dist = np.linalg.norm(vectors - q, axis=1)
+            order = sorted(range(len(ids)), key=lambda n: (dist[n], ids[n]))
+            return [ids[n] for n in order if allowed is None or ids[n] in allowed][:k]
+
+        for _ in range(5):
+            q = rng.standard_normal(DIM).astype(np.float32)
+            got = store.vector_search(q, 10)
+            assert [c for c, _ in got] == brute(q, 10)
+            dist = {ids[n]: float(np.linalg.norm(vectors[n] - q)) for n in range(len(ids))}
+            for cid, d in got:
+                assert d == pytest.approx(dist[cid], rel=1e-5)
+            allowed = set(ids[::3])
+            got_f = store.vector_search(q, 10, frozenset(allowed))
+            assert [c for c, _ in got_f] == brute(q, 10, allowed)
+            # The HNSW path with an iterative scan gives the same on this small set.
+            monkeypatch.setattr("groove_postgres.store.EXACT_KNN_MAX_ROWS", 0)
+            got_h = store.vector_search(q, 10, frozenset(allowed))
+            monkeypatch.undo()
+            assert [c for c, _ in got_h] == brute(q, 10, allowed)
+        with store._conn() as conn:
+            indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
+        assert f"vectors_hnsw_{store.kb_id}" in indexes
+    finally:
+        store.close()
+
+
+# -- statistics under writes and deletes -----------------------------------------------------
+
+
+def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) -> None:
+    full = open_store(postgres_dsn, kb="full")
+    only = open_store(postgres_dsn, kb="only")
+    try:
+        for store in (full, only):
+            store.bind_embedder("test", DIM)
+        full.write_documents(CORPUS, vectors_for(CORPUS))
+        changed = document(
+            "en/search.md", [("Vector search", "Rewritten: nothing about trigrams.")]
+        )
+        full.write_documents([changed], vectors_for([changed]))
+        full.delete_documents(["ja/vue.md", "never-indexed.md"])
+        # A KB that was given only the surviving documents holds the same statistics.
+        kept = [CORPUS[0], changed, CORPUS[3]]
+        only.write_documents(kept, vectors_for(kept))
+        assert full.lexical_stats() == only.lexical_stats()
+        stats = full.lexical_stats()
+        assert stats["nrow"] == full.counts()["chunks"] == 6
+        assert "ウォッ" not in stats["df"]
+        # Deleting everything leaves nothing behind.
+        full.delete_documents([d.path for d in kept])
+        assert full.lexical_stats() == {"nrow": 0, "ntok": 0, "df": {}}
+        assert full.counts() == {"documents": 0, "chunks": 0}
+        with full._conn() as conn:
+            left = conn.execute(
+                "SELECT (SELECT count(*) FROM groove.vectors WHERE kb = %s), "
+                "(SELECT count(*) FROM groove.links WHERE kb = %s), "
+                "(SELECT count(*) FROM groove.doc_tags WHERE kb = %s)",
+                (full.kb_id, full.kb_id, full.kb_id),
+            ).fetchone()
+        assert left == (0, 0, 0)
+    finally:
+        full.close()
+        only.close()
+
+
+def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> None:
+    a = open_store(postgres_dsn, kb="a")
+    b = open_store(postgres_dsn, kb="b")
+    try:
+        for store in (a, b):
+            store.bind_embedder("test", DIM)
+        a.write_documents(CORPUS[:2], vectors_for(CORPUS[:2]))
+        same_path = document("ja/nihongo.md", [("English", "Only English words in this KB.")])
+        b.write_documents([same_path], vectors_for([same_path], seed=1))
+        assert a.counts() == {"documents": 2, "chunks": 5}
+        assert b.counts() == {"documents": 1, "chunks": 1}
+        expr = parse_query("日本語の文章").match_expr
+        assert expr is not None
+        assert a.fts_search(expr, (2.0, 1.0, 1.0), 10)
+        assert b.fts_search(expr, (2.0, 1.0, 1.0), 10) == []
+        assert b.fts_ids(expr) == frozenset()
+        b_ids = b.chunk_ids_for_docs([s.id for s in b.doc_states().values()])
+        hits = b.vector_search(np.ones(DIM, dtype=np.float32), 10)
+        assert {c for c, _ in hits} == b_ids
+        a_doc = a.doc_states()["ja/nihongo.md"].id
+        assert b.chunk_rows(sorted(a.chunk_ids_for_docs([a_doc]))) == {}
+        assert b.doc_ids_with_tags(["japanese"]) == frozenset()
+        assert b.trigram_rows(["日本語"]) == ({"日本語": 0}, 1)
+        b.delete_documents(["ja/nihongo.md"])
+        assert a.counts() == {"documents": 2, "chunks": 5}
+        # Each KB has its own embedder (and HNSW index of its own dimension).
+        c = open_store(postgres_dsn, kb="c")
+        try:
+            c.bind_embedder("wide", DIM * 2)
+            wide = document("w.md", [("w", "wide vectors")])
+            c.write_documents([wide], np.ones((1, DIM * 2), dtype=np.float32))
+            assert len(c.vector_search(np.ones(DIM * 2, dtype=np.float32), 5)) == 1
+            assert a.embedder_identity() == ("test", DIM)
+        finally:
+            c.close()
+    finally:
+        a.close()
+        b.close()
+
+
+# -- connect-time checks ---------------------------------------------------------------------
+
+
+def test_a_c_locale_database_is_refused(postgres_server: EmbeddedPostgres) -> None:
+    name = "c_locale"
+    dsn = postgres_server.create_database(
+        name, "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER libc LC_COLLATE 'C' LC_CTYPE 'C'"
+    )
+    try:
+        with pytest.raises(PostgresStoreError) as caught:
+            open_store(dsn)
+        message = str(caught.value)
+        assert "pg_trgm extracts no trigrams" in message
+        assert "'C'" in message and "C.UTF-8" in message
+        assert "\n" not in message
+    finally:
+        postgres_server.drop_database(name)
+
+
+def test_an_old_schema_version_is_refused(postgres_dsn: str) -> None:
+    open_store(postgres_dsn).close()
+    import psycopg
+
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("UPDATE groove.info SET value = '99' WHERE key = 'schema_version'")
+    with pytest.raises(PostgresStoreError, match="version 99, newer"):
+        open_store(postgres_dsn)
+
+
+# -- the index-run lock --------------------------------------------------------------------------
+
+
+def test_the_run_lock_serialises_two_writers(postgres_dsn: str) -> None:
+    first = open_store(postgres_dsn)
+    second = open_store(postgres_dsn)
+    other_kb = open_store(postgres_dsn, kb="elsewhere")
+    events: list[str] = []
+    holding = threading.Event()
+    try:
+        with first.run_lock():
+            with second.run_lock(wait=False) as got:
+                assert got is False
+            with other_kb.run_lock(wait=False) as got:
+                assert got is True  # another KB's runs do not queue behind this one
+
+            def run() -> None:
+                holding.set()
+                with second.run_lock():
+                    events.append("second acquired")
+
+            thread = threading.Thread(target=run)
+            thread.start()
+            holding.wait(5)
+            time.sleep(0.3)
+            events.append("first releases")
+        thread.join(10)
+        assert events == ["first releases", "second acquired"]
+    finally:
+        first.close()
+        second.close()
+        other_kb.close()
+
+
+def test_concurrent_write_transactions_of_one_kb_keep_the_statistics(postgres_dsn: str) -> None:
+    stores = [open_store(postgres_dsn) for _ in range(2)]
+    try:
+        stores[0].bind_embedder("test", DIM)
+        errors: list[BaseException] = []
+
+        def write(store: PostgresStore, start: int) -> None:
+            try:
+                for n in range(start, start + 10):
+                    doc = document(f"c{n}.md", [("h", f"common words and 固有{n}")])
+                    store.write_documents([doc], vectors_for([doc]))
+            except BaseException as err:
+                errors.append(err)
+
+        threads = [threading.Thread(target=write, args=(s, i * 10)) for i, s in enumerate(stores)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors
+        stats = stores[0].lexical_stats()
+        assert stats["nrow"] == 20
+        assert stats["df"]["com"] == 20
+    finally:
+        for s in stores:
+            s.close()
