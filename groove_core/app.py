@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from groove_core.indexer import IndexReport, ProgressFn
     from groove_core.models import LegResult
     from groove_core.pipeline import Searcher
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore
 
 
 class Groove:
@@ -84,16 +84,12 @@ class Groove:
         return specs[name].factory(ctx)
 
     @property
-    def store(self) -> Store:
+    def store(self) -> IndexStore:
         """This thread's open index, reopened when it was replaced since (``index
         --rebuild`` or a doctor rebuild in another process): one stat per access for
         SQLite. Never inside a read transaction, so one search always reads one index."""
-        current: Store | None = getattr(self._local, "store", None)
-        if (
-            current is not None
-            and not current.conn.in_transaction
-            and not self.backend.current(current)
-        ):
+        current: IndexStore | None = getattr(self._local, "store", None)
+        if current is not None and not current.in_transaction and not self.backend.current(current):
             import structlog  # ~70 ms to import; only a long-lived server gets here
 
             structlog.get_logger("groove").info("index replaced: reopening", index=self.index_label)
@@ -104,7 +100,7 @@ class Groove:
             self._local.store = current
         return current
 
-    def _open_store(self) -> Store:
+    def _open_store(self) -> IndexStore:
         store = self.backend.open()
         try:
             store.check_embedder(self.embedder.identity)
@@ -141,7 +137,7 @@ class Groove:
         return self.backend.build(lambda store: self._run_indexer(store, mode, progress), mode)
 
     def _run_indexer(
-        self, store: Store, mode: BuildMode, progress: ProgressFn | None
+        self, store: IndexStore, mode: BuildMode, progress: ProgressFn | None
     ) -> IndexReport:
         """The indexer over an open, writable index; a re-embed first replaces every stored
         vector with the configured embedder's."""

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.indexer import IndexReport
-    from groove_core.store import Store, StoreError
+    from groove_core.storage import IndexStore
+    from groove_core.store import StoreError
 
 #: How a build runs: ``update`` the live index in place (incremental, each batch its own
 #: transaction); ``rebuild`` from empty beside it, swapped in when complete; ``reembed`` a
@@ -77,17 +78,17 @@ class IndexBackend(Protocol):
         """Whether an index has been built (searching needs one)."""
         ...
 
-    def open(self) -> Store:
-        """A connection to the existing index: a ``groove_core.store.Store``-compatible
-        object that the legs, the indexer and the MCP tools use on one thread."""
+    def open(self) -> IndexStore:
+        """A connection to the existing index, for one thread: the legs read through it,
+        the indexer writes through it (``groove_core.storage``)."""
         ...
 
-    def current(self, store: Store) -> bool:
+    def current(self, store: IndexStore) -> bool:
         """False when ``store`` no longer reads the live index (it was swapped for a
         rebuilt one since it opened): the application then opens a new connection."""
         ...
 
-    def build(self, work: Callable[[Store], IndexReport], mode: BuildMode) -> IndexReport:
+    def build(self, work: Callable[[IndexStore], IndexReport], mode: BuildMode) -> IndexReport:
         """Run ``work`` (the indexer) with a writable connection in ``mode``; a rebuild or a
         re-embed becomes the live index only when ``work`` completes, so a failed or killed
         run leaves the old index serving. Runs of one KB serialise."""

@@ -18,11 +18,18 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from groove_core.chunking import Chunk, TooManyChunks, parse_markdown
-from groove_core.config import DEFAULT_INDEX_DIR, ConfigError, GrooveConfig, IndexConfig
+from groove_core.config import (
+    DEFAULT_INDEX_DIR,
+    ConfigError,
+    GrooveConfig,
+    IndexConfig,
+    index_path,
+)
 from groove_core.dialects import markup_for
 from groove_core.embedding import Embedder
 from groove_core.filters import GlobError, compile_glob, path_matches
-from groove_core.store import DocState, NewDocument, Store
+from groove_core.storage import IndexStore
+from groove_core.store import DocState, NewDocument
 
 #: Folders never indexed, wherever they are.
 ALWAYS_IGNORED_DIRS = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
@@ -339,7 +346,7 @@ def _text(context: str, content: str) -> str:
 
 
 def reembed(
-    store: Store, embedder: Embedder, batch_size: int, progress: ProgressFn | None = None
+    store: IndexStore, embedder: Embedder, batch_size: int, progress: ProgressFn | None = None
 ) -> int:
     """Replace every vector of ``store`` with ``embedder``'s, from the stored chunks (the
     files are not read again). Meant for a copy of the index: until it ends, the copy
@@ -366,7 +373,7 @@ class Indexer:
         self,
         kb: Path,
         config: GrooveConfig,
-        store: Store,
+        store: IndexStore,
         embedder: Embedder,
         progress: ProgressFn | None = None,
     ) -> None:
@@ -391,7 +398,8 @@ class Indexer:
         self.store.check_embedder(self.embedder.identity)
         self.store.begin_run()
         states = self.store.doc_states()
-        files = list(walk_kb(self.kb, self.config, self.store.path, self.report.skipped))
+        index_file = index_path(self.kb, self.config)
+        files = list(walk_kb(self.kb, self.config, index_file, self.report.skipped))
         self._work_total = sum(s.size for s in files if _needs_reading(s, states.get(s.rel)))
         self._report_progress("", 0, len(files))
         kept: set[str] = set()

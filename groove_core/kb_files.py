@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.rows import ChunkRow, DocumentRow
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore
 
 #: ``changes_on_disk``'s default: the app's own store.
 _APP_STORE: Any = object()
@@ -160,7 +160,7 @@ def changed_since_index(file: KBFile, indexed: DocumentRow | None) -> bool | Non
 
 
 def changes_on_disk(
-    app: Groove, tracker: DiskTracker | None = None, store: Store | None = _APP_STORE
+    app: Groove, tracker: DiskTracker | None = None, store: IndexStore | None = _APP_STORE
 ) -> dict[str, Any]:
     """Markdown files added, modified (size or mtime) or deleted since they were indexed.
 

@@ -22,8 +22,7 @@ if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
     from groove_core.embedding import Embedder
     from groove_core.plugins import Plugins
-    from groove_core.storage import SearchStore
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore, SearchStore
 
 
 class _Memo:
@@ -50,7 +49,7 @@ class Searcher:
     """
 
     def __init__(
-        self, plugins: Plugins, store: Store, embedder: Embedder, *, kb: Path | None = None
+        self, plugins: Plugins, store: IndexStore, embedder: Embedder, *, kb: Path | None = None
     ) -> None:
         self.plugins, self.store, self.embedder, self.kb = plugins, store, embedder, kb
 

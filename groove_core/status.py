@@ -16,25 +16,24 @@ from groove_core.kb_files import changes_on_disk, iso_time
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore
 
 
 def kb_status(app: Groove) -> dict[str, Any]:
     """Documents, chunks, embedder, index size, last run, changes on disk since, and
     whether an index run is unfinished. Raises StoreError only for an index that cannot be
     read at all (damaged, newer schema); a missing index is ``indexed: False``."""
-    from groove_core.store import Store
-
     out: dict[str, Any] = {
         "kb": str(app.kb.resolve()),
         "index_file": app.index_label,
-        "indexed": app.index_file.exists(),
+        "backend": app.backend.name,
+        "indexed": app.backend.exists(),
         "index_bytes": index_bytes(app.index_file),
     }
     if not out["indexed"]:
         changes = changes_on_disk(app, store=None)
         return {**out, **_empty(app), "changes_on_disk": changes, "stale": _stale(changes)}
-    store = Store.open(app.index_file, app.index_label)
+    store = app.backend.open()
     try:
         with store.snapshot():
             out.update(_from_index(app, store))
@@ -66,7 +65,7 @@ def _empty(app: Groove) -> dict[str, Any]:
     }
 
 
-def _from_index(app: Groove, store: Store) -> dict[str, Any]:
+def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
     from groove_core.store import INCOMPLETE_KEY
 
     since = store.get_meta(INCOMPLETE_KEY)

@@ -3,8 +3,10 @@
 Candidate legs, filters, fusion and the stages after it receive the index as
 ``QueryContext.store``, typed with :class:`SearchStore`, so a plugin depends on this
 contract and not on the SQLite file behind it (``groove_core.store.Store``, the built-in
-implementation, which satisfies it: mypy checks that in ``groove_core.store``). Writing,
-migrations, ``doctor`` and the embedder binding are not part of it.
+implementation, which satisfies it: mypy checks that in ``groove_core.store``).
+:class:`IndexStore` adds what the indexer, ``groove status`` and the application use to
+write and bind an index: what a storage backend's connection provides
+(``groove_core.backend``, docs/storage-backends.md).
 
 The contract for every method:
 
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+    from groove_core.store import DocState, NewDocument
 
 
 @runtime_checkable
@@ -151,4 +154,79 @@ class SearchStore(Protocol):
         """A sentence for users when an index run that fills this index from empty has not
         finished (only part of the knowledge base is searchable), else None. Cost:
         constant when complete."""
+        ...
+
+
+@runtime_checkable
+class IndexStore(SearchStore, Protocol):
+    """A connection to an index that may also write it (one thread at a time).
+
+    Writes are transactional: a method that writes returns with its rows committed, or
+    raises with none of them written. Every run of the indexer is between ``begin_run``
+    and ``end_run``.
+    """
+
+    @property
+    def in_transaction(self) -> bool:
+        """True inside ``snapshot()`` or a write (the application then keeps the
+        connection, so that one search reads one index)."""
+        ...
+
+    def close(self) -> None: ...
+
+    def get_meta(self, key: str) -> str | None:
+        """A value the index keeps about itself (``incomplete_since``, ``last_indexed``)."""
+        ...
+
+    def embedder_identity(self) -> tuple[str, int] | None:
+        """The embedder the vectors came from and their dimension, or None before any."""
+        ...
+
+    def check_embedder(self, identity: str) -> None:
+        """Raise ``EmbedderMismatchError`` when the index holds another embedder's vectors."""
+        ...
+
+    def bind_embedder(self, identity: str, dim: int) -> None:
+        """Record the embedder (first run) and make room for vectors of ``dim``."""
+        ...
+
+    def forget_vectors(self) -> None:
+        """Drop every vector and the embedder binding (a re-embed starts so)."""
+        ...
+
+    def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(id, context, content) of up to ``limit`` chunks with ids above ``after``, by id."""
+        ...
+
+    def write_vectors(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
+        """Store the vectors of existing chunks, in one transaction."""
+        ...
+
+    def doc_states(self) -> dict[str, DocState]:
+        """Every indexed document's path, id, content hash, size and mtime."""
+        ...
+
+    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
+        """Replace these documents and all their rows (chunks, lexical rows, vectors,
+        links) in one transaction; ``vectors`` has one row per chunk, in order."""
+        ...
+
+    def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
+        """Record a new size and mtime for documents whose content did not change."""
+        ...
+
+    def delete_documents(self, paths: Iterable[str]) -> None:
+        """Remove these documents and all their rows, in one transaction."""
+        ...
+
+    def begin_run(self) -> None:
+        """Mark the index incomplete while a run fills it from empty."""
+        ...
+
+    def end_run(self) -> None:
+        """Clear that mark and note when the index was last brought up to date."""
+        ...
+
+    def last_indexed(self) -> float | None:
+        """When the last complete run ended (seconds since the epoch), or None."""
         ...

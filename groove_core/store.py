@@ -29,7 +29,7 @@ from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
-    from groove_core.storage import SearchStore
+    from groove_core.storage import IndexStore
 
 SCHEMA_VERSION = 3
 
@@ -433,6 +433,10 @@ class Store:
         (``index --rebuild`` or a doctor rebuild swapped a new file in)."""
         now = file_identity(self.path)
         return now is not None and now != self.identity
+
+    @property
+    def in_transaction(self) -> bool:
+        return bool(self.conn.in_transaction)
 
     def close(self) -> None:
         self.conn.close()
@@ -1124,7 +1128,7 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
 }
 
 
-def _satisfies_search_store(store: Store) -> SearchStore:
-    """Never called: mypy checks here that the SQLite store implements the protocol the
-    search reads through (docs/plugins.md)."""
+def _satisfies_index_store(store: Store) -> IndexStore:
+    """Never called: mypy checks here that the SQLite store implements the protocols the
+    search reads and the indexer writes through (docs/storage-backends.md)."""
     return store

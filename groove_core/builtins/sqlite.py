@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from groove_core.indexer import IndexReport
+    from groove_core.storage import IndexStore
     from groove_core.store import Consistency, Store, StoreError
 
 NAME = "sqlite"
@@ -41,8 +42,10 @@ class SqliteBackend:
 
         return Store.open(self.path, self.label)
 
-    def current(self, store: Store) -> bool:
-        return not store.replaced()
+    def current(self, store: IndexStore) -> bool:
+        from groove_core.store import Store
+
+        return not (isinstance(store, Store) and store.replaced())
 
     def errors(self) -> tuple[type[BaseException], ...]:
         from groove_core.store import sqlite_errors
@@ -58,7 +61,7 @@ class SqliteBackend:
 
     # -- building ----------------------------------------------------------------------
 
-    def build(self, work: Callable[[Store], IndexReport], mode: BuildMode) -> IndexReport:
+    def build(self, work: Callable[[IndexStore], IndexReport], mode: BuildMode) -> IndexReport:
         if mode == "reembed" and not self.exists():
             mode = "rebuild"  # nothing to copy: a re-embed of nothing is a fresh build
         if mode == "update":
@@ -66,7 +69,7 @@ class SqliteBackend:
         return self._rebuild(work, copy=mode == "reembed")
 
     def _build_into(
-        self, target: Path, work: Callable[[Store], IndexReport], outcome: str | None
+        self, target: Path, work: Callable[[IndexStore], IndexReport], outcome: str | None
     ) -> IndexReport:
         """Run ``work`` on ``target``; ``outcome`` (for a staging file) says what a failure
         leaves behind, and makes the file whole on its own when done."""
@@ -85,7 +88,7 @@ class SqliteBackend:
         finally:
             store.close()
 
-    def _rebuild(self, work: Callable[[Store], IndexReport], *, copy: bool) -> IndexReport:
+    def _rebuild(self, work: Callable[[IndexStore], IndexReport], *, copy: bool) -> IndexReport:
         """Build into the staging file and swap it in; ``copy``: start from a copy of the
         index (to re-embed it), instead of from empty."""
         from groove_core.store import StoreError, copy_index, staging_path, swap_in

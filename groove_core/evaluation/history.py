@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from groove_core.evaluation.golden import GoldenSet
     from groove_core.evaluation.runner import Outcomes
     from groove_core.plugins import Plugins
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore
 
 HISTORY_FILENAME = ".groove-eval-history.json"
 HISTORY_VERSION = 1
@@ -109,7 +109,7 @@ def _fingerprinted(section: Mapping[str, Any], settings: BaseModel | None) -> di
     return {key: value for key, value in section.items() if key not in hidden}
 
 
-def corpus_state(store: Store) -> dict[str, Any]:
+def corpus_state(store: IndexStore) -> dict[str, Any]:
     """Documents, chunks, and one hash over every (path, content hash) pair."""
     states = store.doc_states()
     digest = hashlib.sha256()

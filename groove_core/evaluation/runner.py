@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from groove_core.models import LegResult
     from groove_core.pipeline import Searcher
     from groove_core.plugins import Plugins
-    from groove_core.store import Store
+    from groove_core.storage import IndexStore
 
 Stage = Literal["candidates", "full"]
 Progress = Callable[[int], None]
@@ -187,7 +187,7 @@ def run_golden(
     return out
 
 
-def make_searcher(config: GrooveConfig, store: Store, embedder: Embedder) -> GoldenSearcher:
+def make_searcher(config: GrooveConfig, store: IndexStore, embedder: Embedder) -> GoldenSearcher:
     """A searcher for ``config`` (e.g. one leg disabled) over an already open index."""
     from groove_core.pipeline import Searcher
     from groove_core.plugins import make_plugin_manager
