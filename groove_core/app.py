@@ -68,9 +68,11 @@ class Groove:
     @cached_property
     def backend(self) -> IndexBackend:
         """The storage backend ``[store] backend`` names (docs/storage-backends.md)."""
+        return self._make_backend(self.config.store.backend)
+
+    def _make_backend(self, name: str) -> IndexBackend:
         from groove_core.backend import BackendContext
 
-        name = self.config.store.backend
         specs = self.plugins.backend_specs()
         if name not in specs:
             known = ", ".join(sorted(specs)) or "none"
@@ -123,18 +125,50 @@ class Groove:
         *,
         rebuild: bool = False,
         reembed: bool = False,
+        copy_from: str | None = None,
         progress: ProgressFn | None = None,
     ) -> IndexReport:
         """Index the KB incrementally. ``rebuild`` builds a new index beside the old one
         and ``reembed`` re-embeds a copy of it with the configured embedder (after a change
-        of embedder); either swaps the new one in only when complete, so a failed or
-        killed run changes nothing and the old index serves searches meanwhile."""
-        if rebuild and reembed:
-            raise ConfigError("--rebuild and --reembed exclude each other: give one")
+        of embedder), ``copy_from`` copies the KB's index in another backend (vectors
+        included); each swaps the new one in only when complete, so a failed or killed
+        run changes nothing and the old index serves searches meanwhile."""
+        if sum([rebuild, reembed, copy_from is not None]) > 1:
+            raise ConfigError("--rebuild, --reembed and --copy-from exclude each other: give one")
         self.close()
-        self.backend.tidy(strict=rebuild or reembed)
+        self.backend.tidy(strict=rebuild or reembed or copy_from is not None)
+        if copy_from is not None:
+            return self._copy_from(copy_from, progress)
         mode: BuildMode = "rebuild" if rebuild else "reembed" if reembed else "update"
         return self.backend.build(lambda store: self._run_indexer(store, mode, progress), mode)
+
+    def _copy_from(self, name: str, progress: ProgressFn | None) -> IndexReport:
+        """Rebuild this KB's index from its index in the backend ``name`` (vectors copied,
+        not re-embedded), then bring it up to date with the files as usual."""
+        from groove_core.transfer import copy_documents
+
+        if name == self.config.store.backend:
+            raise ConfigError(f"--copy-from {name}: that is the configured backend already")
+        source_backend = self._make_backend(name)
+        if not source_backend.exists():
+            raise ConfigError(
+                f"--copy-from {name}: the KB has no index there ({source_backend.label})"
+            )
+
+        def work(target: IndexStore) -> IndexReport:
+            started = time.perf_counter()
+            source = source_backend.open()
+            try:
+                with source.snapshot():
+                    copied = copy_documents(source, target)
+            finally:
+                source.close()
+            report = self._run_indexer(target, "update", progress)
+            report.copied = copied
+            report.seconds = time.perf_counter() - started
+            return report
+
+        return self.backend.build(work, "rebuild")
 
     def _run_indexer(
         self, store: IndexStore, mode: BuildMode, progress: ProgressFn | None

@@ -89,6 +89,12 @@ def _open(kb: Path, config_path: Path | None) -> Any:
     help="Re-embed a copy of the index with the configured embedder (after changing it); "
     "the old index serves searches until the copy is complete and replaces it.",
 )
+@click.option(
+    "--copy-from",
+    metavar="BACKEND",
+    help="Build the index from this KB's index in another storage backend ('sqlite', "
+    "'postgres'), copying its vectors instead of re-embedding; then index as usual.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as JSON.")
 @click.option(
     "--quiet",
@@ -103,6 +109,7 @@ def index_cmd(
     config_path: Path | None,
     rebuild: bool,
     reembed: bool,
+    copy_from: str | None,
     as_json: bool,
     quiet: bool,
 ) -> None:
@@ -123,7 +130,7 @@ def index_cmd(
     if not quiet:
         display = IndexProgressDisplay(sys.stderr, terminal=sys.stderr.isatty())
     try:
-        report = app.index(rebuild=rebuild, reembed=reembed, progress=display)
+        report = app.index(rebuild=rebuild, reembed=reembed, copy_from=copy_from, progress=display)
     finally:
         if display is not None:
             display.close()
@@ -171,7 +178,8 @@ def _summary(report: Any) -> str:
     else:
         work = f"nothing to embed ({report.seconds:.2f} s)"
     index = f"index: {report.documents_total} documents, {report.chunks_total} chunks"
-    return f"{files}; {work}; {index}"
+    copied = f"{report.copied} documents copied with their vectors; " if report.copied else ""
+    return f"{copied}{files}; {work}; {index}"
 
 
 @click.command("doctor")

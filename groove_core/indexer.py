@@ -72,6 +72,7 @@ class IndexReport:
     documents_total: int = 0
     seconds: float = 0.0
     embed_seconds: float = 0.0
+    copied: int = 0  # documents copied from another backend (``index --copy-from``)
 
     @property
     def chunks_per_second(self) -> float:
@@ -96,6 +97,7 @@ class IndexReport:
             "embed_seconds": round(self.embed_seconds, 3),
             "chunks_per_second": round(self.chunks_per_second, 1),
             "embed_chunks_per_second": round(self.embed_chunks_per_second, 1),
+            **({"copied": self.copied} if self.copied else {}),
         }
 
 

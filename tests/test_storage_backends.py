@@ -4,6 +4,7 @@ the application reaches its index only through it."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -66,3 +67,39 @@ def test_an_unknown_backend_is_a_clear_error(tmp_path: Path) -> None:
     app = Groove.open(make_kb(tmp_path / "off", NOTES, config=off), entry_points=False)
     with pytest.raises(ConfigError, match="available: none"):
         app.search("kettle")
+
+
+LINKED = {
+    "a.md": "# Kettle\n\nDescale the kettle; see [tea](b.md).\n\n## More\n\nAgain, descale.\n",
+    "b.md": "# Tea\n\nBrew the tea, then [[a]].\n",
+    "c.md": "# Cups\n\nWash the cups.\n",
+}
+
+
+def test_copy_from_moves_an_index_to_another_backend_without_re_embedding(
+    tmp_path: Path,
+) -> None:
+    kb = make_kb(tmp_path / "notes", LINKED, config=FAST_CONFIG)
+    plain = Groove.open(kb, entry_points=False)
+    plain.index()
+    before = plain.search("descale kettle", limit=5)
+    (kb / "groove.toml").write_text(FAST_CONFIG + '[store]\nbackend = "elsewhere"\n')
+    (kb / "c.md").write_text("# Cups\n\nWash the cups twice.\n")  # changed since: re-embedded
+    plugin = Elsewhere(tmp_path / "shared")
+    moved = Groove.open(kb, extra_plugins=[("elsewhere", plugin)], entry_points=False)
+    report = moved.index(copy_from="sqlite")
+    assert report.copied == 3
+    assert (report.changed, report.unchanged, report.chunks_embedded) == (1, 2, 1)
+    after = moved.search("descale kettle", limit=5)
+
+    def unchanged(hits: tuple[Any, ...]) -> list[tuple[str, str, float]]:
+        return [(h.path, h.content, h.score) for h in hits if h.path != "c.md"]
+
+    assert unchanged(after.results) == unchanged(before.results)
+    links = moved.store.links_of("a.md", 10)
+    assert links is not None and [b.path for b in links.backlinks] == ["b.md"]
+    assert moved.doctor().healthy
+    with pytest.raises(ConfigError, match="--copy-from elsewhere: that is the configured"):
+        moved.index(copy_from="elsewhere")
+    with pytest.raises(ConfigError, match="exclude each other"):
+        moved.index(copy_from="sqlite", rebuild=True)

@@ -1,0 +1,115 @@
+"""Copy an index from one storage backend to another without re-embedding.
+
+``groove index --copy-from sqlite`` (with ``[store] backend = "postgres"``), and back:
+every document, chunk, vector and link of the source is written to the target through the
+same ``IndexStore`` calls the indexer uses, so the target builds its own lexical rows and
+statistics; the indexer then runs as usual and re-embeds only what changed on disk since.
+See docs/storage-backends.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from groove_core.chunking import Chunk
+from groove_core.links import RawLink
+from groove_core.store import DocState, EmbedderMismatchError, NewDocument
+
+if TYPE_CHECKING:
+    from groove_core.rows import DocumentRow
+    from groove_core.storage import IndexStore
+
+#: Documents written per transaction.
+BATCH = 64
+#: More links than any file holds: ``links_of`` returns them all.
+_ALL_LINKS = 10**9
+
+
+def copy_documents(
+    source: IndexStore,
+    target: IndexStore,
+    *,
+    progress: Callable[[int, int], None] | None = None,
+) -> int:
+    """Write every document of ``source`` whose chunks all have vectors into ``target``
+    (which must hold no other embedder's vectors); returns how many were copied. A document
+    with a chunk lacking a vector is left for the indexer, which re-embeds it."""
+    recorded = source.embedder_identity()
+    if recorded is None:
+        return 0  # nothing embedded yet: nothing worth copying
+    identity, dim = recorded
+    ours = target.embedder_identity()
+    if ours is not None and ours[0] != identity:
+        raise EmbedderMismatchError(
+            f"the target index holds vectors of {ours[0]!r}, the source of {identity!r}: "
+            "copy into an empty index"
+        )
+    target.bind_embedder(identity, dim)
+    states = source.doc_states()
+    documents = source.documents()
+    copied = 0
+    for start in range(0, len(documents), BATCH):
+        batch = documents[start : start + BATCH]
+        written = _copy_batch(source, target, batch, states, dim)
+        copied += written
+        if progress is not None:
+            progress(start + len(batch), len(documents))
+    return copied
+
+
+def _copy_batch(
+    source: IndexStore,
+    target: IndexStore,
+    batch: Sequence[DocumentRow],
+    states: dict[str, DocState],
+    dim: int,
+) -> int:
+    docs: list[NewDocument] = []
+    vectors: list[np.ndarray] = []
+    for doc in batch:
+        ids = [c.chunk_id for c in source.document_chunks(doc.doc_id)]
+        rows = source.chunk_rows(ids)
+        stored = source.embeddings(ids)
+        if any(i not in stored or i not in rows for i in ids):
+            continue
+        state = states[doc.path]
+        links = source.links_of(doc.path, _ALL_LINKS)
+        chunks = tuple(
+            Chunk(
+                ordinal=row.ordinal,
+                heading=row.heading,
+                heading_path=row.heading_path,
+                level=row.level,
+                context=row.context,
+                content=row.content,
+                token_count=row.token_count or 0,
+                byte_start=row.byte_start,
+                byte_end=row.byte_end,
+                line_start=row.line_start,
+                line_end=row.line_end,
+            )
+            for row in (rows[i] for i in ids)
+        )
+        docs.append(
+            NewDocument(
+                path=doc.path,
+                title=doc.title,
+                tags=doc.tags,
+                content_hash=state.content_hash,
+                size=doc.size,
+                mtime_ns=doc.mtime_ns,
+                chunks=chunks,
+                links=tuple(
+                    RawLink(link.kind, link.target, link.line)
+                    for link in (links.outgoing if links is not None else ())
+                ),
+            )
+        )
+        vectors.extend(np.asarray(stored[i], dtype=np.float32) for i in ids)
+    if docs:
+        matrix = np.vstack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
+        target.write_documents(docs, matrix)
+    return len(docs)
