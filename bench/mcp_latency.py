@@ -114,9 +114,11 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--limit", type=int, default=10)
     args = parser.parse_args()
-    from groove_core.serve import configure_logging
+    from groove_core.frontend import configure_logging
 
-    configure_logging("warning")  # per-search log lines would cost time and flood the output
+    configure_logging(
+        "warning", server=True
+    )  # per-search log lines would cost time and flood the output
     collection: Path = args.collection.resolve()
     index_dir = args.index_dir or Path(tempfile.gettempdir()) / f"groove-bench-{collection.name}"
     config = prepare(collection, index_dir)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import difflib
-import functools
 import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
@@ -24,45 +23,10 @@ from groove_core.cli_options import (
 )
 from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
-from groove_core.embedding import EmbedderError
+from groove_core.frontend import handle_errors, search_folders
 from groove_core.plugins import Plugins, make_plugin_manager
 from groove_core.rows import Backlink, OutgoingLink
 from groove_core.terminal import aligned, dumps, no_color, printable, style
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-#: Exit status for a usage problem (bad query, bad option), as click uses for its own.
-EXIT_USAGE = 2
-
-
-def _user_errors() -> tuple[type[BaseException], ...]:
-    from groove_core.kb_files import DocumentError
-    from groove_core.store import StoreError
-
-    return (ConfigError, EmbedderError, StoreError, DocumentError)
-
-
-def handle_errors(func: F) -> F:
-    """Turn the errors a user can fix into one clear line and an exit status."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from groove_core.query import QueryError
-
-        configure_logging()
-        try:
-            return func(*args, **kwargs)
-        except QueryError as err:
-            click.echo(f"groove: invalid query: {err}", err=True)
-            sys.exit(EXIT_USAGE)
-        except _user_errors() as err:
-            click.echo(f"groove: {err}", err=True)
-            sys.exit(1)
-        except KeyboardInterrupt:
-            click.echo("\ngroove: interrupted", err=True)
-            sys.exit(130)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _open(kb: Path, config_path: Path | None) -> Any:
@@ -236,7 +200,7 @@ def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json
     PATH is KB-relative, as search prints it. An outgoing link that resolves to no indexed
     document is listed with '(unresolved)'.
     """
-    from groove_core.kb_files import DocumentError, resolve_markdown
+    from groove_core.mcp.kb_files import DocumentError, resolve_markdown
 
     app = _open(kb, config_path)
     rel = resolve_markdown(app, path).rel
@@ -566,7 +530,7 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         from groove_core import search_views as views
         from groove_core.pipeline import MAX_LIMIT
 
-        folders = _search_folders(kbs, all_kbs)
+        folders = search_folders(kbs, all_kbs)
         options = {k: v for k, v in stage_options.items() if v is not None}
         if len(folders) > 1:
             if full or by_file or min_score is not None:
@@ -616,17 +580,6 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         for option in plugins.search_options():
             _add_option(search_cmd, option)
     return search_cmd
-
-
-def _search_folders(kbs: tuple[Path, ...], all_kbs: bool) -> list[Path]:
-    """The KB folders a search covers: each --kb, every registered one (--all), or the
-    current folder's KB."""
-    from groove_core.registry import kb_names, load_registry
-
-    if names := kb_names(tuple(str(k) for k in kbs), all_kbs):
-        registry = load_registry()
-        return [registry[name].path for name in names]
-    return list(kbs) or [KB.convert(".", None, None)]
 
 
 def _search_several(
@@ -710,7 +663,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     from groove_core.evaluation.cli import eval_cmd, tune_cmd
     from groove_core.get_cmd import get_cmd
     from groove_core.kb_cli import kb_group
-    from groove_core.serve import serve_cmd
+    from groove_core.mcp.serve import serve_cmd
     from groove_core.status_cmd import status_cmd
 
     cli.add_command(index_cmd)
@@ -744,27 +697,6 @@ def _startup_plugins() -> Plugins | None:
         return make_plugin_manager(config, validate=False)
     except Exception:  # plugin discovery problems are reported by `groove plugins list`
         return None
-
-
-def configure_logging() -> None:
-    """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport.
-
-    Applied when something first logs, not when a command starts: structlog costs
-    ~70–90 ms to import, which neither ``groove --help`` nor a quiet search should pay."""
-    from groove_core import logs
-
-    logs.configure(_configure_structlog)
-
-
-def _configure_structlog() -> None:
-    import logging
-
-    import structlog
-
-    structlog.configure(
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-    )
 
 
 def main(argv: list[str] | None = None) -> None:

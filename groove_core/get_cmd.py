@@ -82,7 +82,7 @@ def get_cmd(
       '#42' or chunk:42    chunk 42 (the chunk_id of search --json); quote '#42' in a
                            shell, where an unquoted # starts a comment
     """
-    from groove_core.cli import handle_errors
+    from groove_core.frontend import handle_errors
 
     if not target:
         # The usual cause: an unquoted #42, which the shell read as a comment.
@@ -118,7 +118,7 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
 
 def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     """The document's fields and the requested lines, as ``get_document`` names them."""
-    from groove_core.kb_files import (
+    from groove_core.mcp.kb_files import (
         changed_since_index,
         check_range,
         chunk_span,

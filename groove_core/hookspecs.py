@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     import click
     from pydantic import BaseModel
 
-    from groove_core.app import Groove
     from groove_core.backend import BackendSpec
     from groove_core.config import ConfigSection
     from groove_core.context import QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
+    from groove_core.mcp.tool_app import ToolApp
     from groove_core.models import LegResult, SearchHit
 
 PROJECT = "groove"
@@ -156,11 +156,12 @@ def groove_cli_commands(cli: click.Group) -> None:
 
 
 @hookspec
-def groove_mcp_tools(server: Any, app: Groove) -> None:
+def groove_mcp_tools(server: Any, app: ToolApp) -> None:
     """Register extra tools on the MCP server (``@server.tool()``) built for ``app``.
 
-    Synchronous tools run on the server's worker threads, where ``app`` (the server's own
-    :class:`Groove`, which keeps one SQLite connection per thread and a shared embedder
-    behind a lock) may be used; several may run at once, so a tool keeps any state of its
-    own thread-safe. Asynchronous tools must not touch ``app``.
+    ``app`` is the served knowledge base as tools need it (:class:`ToolApp`: its root,
+    config, ``settings``, ``search`` and this thread's ``store``), not the application.
+    Synchronous tools run on the server's worker threads, where ``app`` may be used (each
+    thread has its own index connection); several may run at once, so a tool keeps any
+    state of its own thread-safe. Asynchronous tools must not touch ``app``.
     """

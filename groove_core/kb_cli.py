@@ -35,7 +35,7 @@ def _configured(folder: Path) -> tuple[str | None, str]:
 )
 def kb_add(name: str, path: Path, description: str | None) -> None:
     """Register the knowledge base in folder PATH as NAME."""
-    from groove_core.cli import handle_errors
+    from groove_core.frontend import handle_errors
     from groove_core.registry import add_kb
 
     def add() -> None:
@@ -50,7 +50,7 @@ def kb_add(name: str, path: Path, description: str | None) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 def kb_list(as_json: bool) -> None:
     """Every registered knowledge base: name, folder, whether indexed, description."""
-    from groove_core.cli import handle_errors
+    from groove_core.frontend import handle_errors
     from groove_core.registry import has_index, load_registry, registry_path
 
     def show() -> None:
@@ -75,7 +75,7 @@ def kb_list(as_json: bool) -> None:
 @click.argument("name")
 def kb_remove(name: str) -> None:
     """Forget the name NAME (the folder and its index are left as they are)."""
-    from groove_core.cli import handle_errors
+    from groove_core.frontend import handle_errors
     from groove_core.registry import remove_kb
 
     def remove() -> None:

@@ -33,13 +33,13 @@ def status_cmd(
     (default: the current folder, or the indexed KB above it). Reads the index only: no
     model is loaded and nothing is written. With several KBs, --json prints a list.
     """
-    from groove_core.cli import _search_folders, handle_errors
+    from groove_core.frontend import handle_errors, search_folders
 
     # The KB argument is one more --kb (with --all, one too many: an error).
     given = kbs if kb_arg is None else tuple(dict.fromkeys((kb_arg, *kbs)))
 
     def show() -> None:
-        _status(_search_folders(given, all_kbs), config_path, as_json)
+        _status(search_folders(given, all_kbs), config_path, as_json)
 
     handle_errors(show)()
 

@@ -101,7 +101,7 @@ def test_unquoted_exclusions_and_dash_words_are_query_text(notes_kb: Path) -> No
 def test_logs_never_reach_stdout(notes_kb: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     code = (
-        "import structlog; from groove_core.cli import configure_logging; "
+        "import structlog; from groove_core.frontend import configure_logging; "
         "configure_logging(); structlog.get_logger().warning('to stderr')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)

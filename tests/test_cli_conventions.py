@@ -224,7 +224,7 @@ def test_a_filter_matching_no_document_says_so_not_low_confidence(notes_kb: Path
 
 
 def test_the_mcp_search_tool_says_a_filter_matches_nothing(notes_kb: Path) -> None:
-    from groove_core.mcp_server import build_mcp_server
+    from groove_core.mcp.server import build_mcp_server
     from groove_core.testing import call_tools
 
     [result] = call_tools(

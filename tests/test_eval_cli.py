@@ -165,3 +165,26 @@ def test_bad_golden_and_missing_default_are_one_line_errors(kb: Path, tmp_path: 
     (kb / "golden.jsonl").unlink()
     result = _eval(kb)
     assert result.exit_code == 1 and "--golden" in result.output
+
+
+def test_a_run_is_recorded_without_the_command_line(kb: Path) -> None:
+    """History recording lives in evaluation.history: a script can record a run too."""
+    from groove_core.evaluation.history import VariantRun, load_history, record_run
+    from groove_core.evaluation.session import EvalSession, Variant
+
+    session = EvalSession.open(kb, None, None)
+    variant = Variant("default", session.config, "candidates")
+    outcomes = session.run(variant.config, stage=variant.stage, limit=10)
+    warnings: list[str] = []
+
+    def record(keep: bool) -> VariantRun:
+        return record_run(
+            session, variant, outcomes, kb=kb, limit=10, seed=1, keep=keep, warn=warnings.append
+        )
+
+    first, second, unkept = record(True), record(True), record(False)
+    assert first.delta is None and unkept.delta is None
+    assert second.delta is not None and not second.delta.differences
+    assert second.summary["recall@10"].mean == first.summary["recall@10"].mean
+    assert len(load_history(kb / HISTORY_FILENAME, warnings.append)) == 2
+    assert warnings == []

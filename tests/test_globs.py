@@ -167,7 +167,7 @@ def test_mcp_search_with_a_malformed_path_is_a_tool_error(tmp_path: Path) -> Non
 
     from mcp import Client
 
-    from groove_core.mcp_server import build_mcp_server
+    from groove_core.mcp.server import build_mcp_server
 
     app = open_kb(make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha text\n"}))
 

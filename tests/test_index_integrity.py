@@ -26,7 +26,7 @@ from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.indexer import IndexProgress
-from groove_core.mcp_server import build_mcp_server
+from groove_core.mcp.server import build_mcp_server
 from groove_core.store import Store, connect, staging_path
 from groove_core.testing import make_kb, open_kb
 

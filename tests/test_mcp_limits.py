@@ -19,12 +19,8 @@ from mcp import Client
 from mcp_types import CallToolResult
 
 from groove_core.cli import build_cli
-from groove_core.mcp_server import (
-    MAX_PATH_CHARS,
-    MAX_TAG_CHARS,
-    MAX_TAGS,
-    build_mcp_server,
-)
+from groove_core.mcp.schemas import MAX_PATH_CHARS, MAX_TAG_CHARS, MAX_TAGS
+from groove_core.mcp.server import build_mcp_server
 from groove_core.query import MAX_QUERY_CHARS, QueryError, parse_query
 from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 

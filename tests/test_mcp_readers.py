@@ -17,8 +17,9 @@ from mcp_types import CallToolResult
 
 from groove_core.context import QueryContext
 from groove_core.hookspecs import hookimpl
-from groove_core.kb_files import DiskTracker, changes_on_disk
-from groove_core.mcp_server import LockedEmbedder, build_mcp_server
+from groove_core.mcp.kb_files import DiskTracker, changes_on_disk
+from groove_core.mcp.server import build_mcp_server
+from groove_core.mcp.threads import LockedEmbedder
 from groove_core.models import LegResult
 from groove_core.testing import make_kb, open_kb
 
@@ -190,6 +191,6 @@ def test_readers_must_be_positive(notes_kb: Path, readers: int) -> None:
 
 
 def test_serve_mirrors_the_reader_default() -> None:
-    from groove_core import mcp_server, serve
+    from groove_core.mcp import serve, threads
 
-    assert serve.DEFAULT_READERS == mcp_server.DEFAULT_READERS
+    assert serve.DEFAULT_READERS == threads.DEFAULT_READERS

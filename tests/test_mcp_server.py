@@ -18,7 +18,9 @@ from mcp_types import CallToolResult
 from groove_core.app import Groove
 from groove_core.context import QueryContext, SearchOption
 from groove_core.hookspecs import hookimpl
-from groove_core.mcp_server import build_mcp_server, fit_search
+from groove_core.mcp.budget import fit_search
+from groove_core.mcp.server import build_mcp_server
+from groove_core.mcp.tool_app import ToolApp
 from groove_core.plugins import list_plugins
 from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
@@ -373,13 +375,13 @@ def test_list_documents_truncates_a_page_to_the_budget(tmp_path: Path) -> None:
 
 
 def test_the_budget_has_a_floor_and_the_cli_agrees(notes_kb: Path) -> None:
-    from groove_core import mcp_server, serve
+    from groove_core.mcp import serve
 
     with pytest.raises(ValueError, match="at least 2000"):
         build_mcp_server(open_kb(notes_kb), max_response_chars=500)
-    # serve.py mirrors the constants so that `groove --help` need not import the MCP SDK.
-    assert serve.DEFAULT_MAX_RESPONSE_CHARS == mcp_server.DEFAULT_MAX_RESPONSE_CHARS
-    assert serve.MIN_RESPONSE_CHARS == mcp_server.MIN_RESPONSE_CHARS
+    option = next(p for p in serve.serve_cmd.params if p.name == "max_response_chars")
+    assert option.default == 40_000
+    assert getattr(option.type, "min", None) == 2000
 
 
 # -- plugins -----------------------------------------------------------------------------
@@ -390,6 +392,7 @@ class EchoPlugin:
 
     def __init__(self) -> None:
         self.seen: list[dict[str, Any]] = []
+        self.app: Any = None
 
     @hookimpl
     def groove_search_options(self) -> list[SearchOption]:
@@ -400,11 +403,17 @@ class EchoPlugin:
         self.seen.append(dict(ctx.options))
 
     @hookimpl
-    def groove_mcp_tools(self, server: Any, app: Groove) -> None:
+    def groove_mcp_tools(self, server: Any, app: ToolApp) -> None:
+        self.app = app
+
         @server.tool(description="Count the indexed documents under a path prefix.")
         def count_documents(prefix: str = "") -> int:
-            # A sync tool: it runs on the server's groove thread, so the store is usable.
+            # A sync tool: it runs on a worker thread, so the store is usable.
             return sum(1 for d in app.store.documents() if d.path.startswith(prefix))
+
+        @server.tool(description="The first hit's path.")
+        def first_hit(query: str) -> str:
+            return app.search(query, limit=1).results[0].path
 
 
 def test_a_plugin_adds_a_search_parameter_and_a_tool(notes_kb: Path) -> None:
@@ -412,7 +421,7 @@ def test_a_plugin_adds_a_search_parameter_and_a_tool(notes_kb: Path) -> None:
     app = open_kb(notes_kb, extra_plugins=[("echo", echo)], entry_points=False)
     server = build_mcp_server(app)
     tools = tool_schemas(server)
-    assert set(tools) == {*CORE_TOOLS, "count_documents"}
+    assert set(tools) == {*CORE_TOOLS, "count_documents", "first_hit"}
     param = tools["search"].input_schema["properties"]["echo_level"]
     assert "How loud the echo is." in param["description"]
     plain, loud, bad, counted = call_tools(
@@ -427,6 +436,21 @@ def test_a_plugin_adds_a_search_parameter_and_a_tool(notes_kb: Path) -> None:
     assert "valid integer" in error_text(bad)
     assert not counted.is_error
     assert counted.structured_content == {"result": 2}
+    [hit] = call_tools(server, ("first_hit", {"query": "rust ownership"}))
+    assert hit.structured_content == {"result": "notes/rust.md"}
+
+
+def test_a_plugins_tools_see_the_knowledge_base_not_the_application(notes_kb: Path) -> None:
+    """groove_mcp_tools gets a ToolApp: root, config, settings, search, store; no more."""
+    echo = EchoPlugin()
+    app = open_kb(notes_kb, extra_plugins=[("echo", echo)], entry_points=False)
+    build_mcp_server(app)
+    given = echo.app
+    assert given.kb == app.kb
+    assert given.config is app.config
+    assert given.settings is app.plugins.settings
+    for member in ("plugins", "index", "doctor", "embedder", "close"):
+        assert not hasattr(given, member), member
 
 
 def test_a_disabled_plugin_contributes_nothing(notes_kb: Path) -> None:

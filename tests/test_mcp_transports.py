@@ -99,6 +99,37 @@ def test_serve_refuses_a_bad_configuration_clearly(tmp_path: Path) -> None:
     assert proc.stdout == ""
 
 
+@pytest.mark.parametrize(
+    ("level", "shown", "hidden"),
+    [
+        ("debug", ["level='warning'", "event='serving'"], []),
+        ("warning", ["level='warning'"], ["event='serving'"]),
+        ("error", [], ["level='warning'", "event='serving'"]),
+    ],
+)
+def test_serve_honours_the_log_level(
+    tmp_path: Path, level: str, shown: list[str], hidden: list[str]
+) -> None:
+    """--log-level holds for the whole run (it was once reset to info as the KB opened)."""
+    kb = tmp_path / "kb"
+    kb.mkdir()
+    (kb / "groove.toml").write_text('[embedder]\nname = "hashing"\n', encoding="utf-8")
+    proc = subprocess.run(  # not indexed: a warning, then the info line "serving"
+        [sys.executable, *serve_args(kb, "--log-level", level)],
+        env=ENV,
+        stdin=subprocess.DEVNULL,  # end of input: the stdio server stops
+        capture_output=True,
+        timeout=60,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == ""
+    for text in shown:
+        assert text in proc.stderr
+    for text in hidden:
+        assert text not in proc.stderr
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

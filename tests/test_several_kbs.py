@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError
-from groove_core.mcp_server import build_mcp_server
+from groove_core.mcp.server import build_mcp_server
 from groove_core.registry import CONFIG_HOME_ENV, load_registry, registry_path
 from groove_core.several import open_kbs, search_several
 from groove_core.testing import FAST_CONFIG, call_tools, drive_mcp, make_kb, open_kb
@@ -236,7 +236,7 @@ def test_mcp_serves_two_kbs(two_kbs: tuple[Path, Path]) -> None:
 
 
 def test_the_instructions_list_each_kb(two_kbs: tuple[Path, Path]) -> None:
-    from groove_core.several_mcp import instructions
+    from groove_core.mcp.several import instructions
 
     text = instructions(open_kbs(list(two_kbs)))
     assert "- handbook: The team handbook" in text

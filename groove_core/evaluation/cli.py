@@ -7,7 +7,6 @@ imported inside the command bodies.
 
 from __future__ import annotations
 
-import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -17,10 +16,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from groove_core.cli_options import config_option, kb_option
+from groove_core.frontend import handle_errors
 from groove_core.terminal import dumps, printable
 
 if TYPE_CHECKING:
-    from groove_core.evaluation.history import Delta
+    from groove_core.evaluation.history import Delta, VariantRun
     from groove_core.evaluation.metrics import Estimate
     from groove_core.evaluation.runner import Outcomes
     from groove_core.evaluation.session import EvalSession
@@ -29,24 +29,6 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 STAGES = ("candidates", "full")
-
-
-def _handled(func: F) -> F:
-    """groove's usual error handling, plus the errors only eval and tune raise."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from groove_core.cli import handle_errors
-        from groove_core.evaluation.golden import GoldenError
-        from groove_core.evaluation.tomledit import TomlEditError
-
-        try:
-            return handle_errors(func)(*args, **kwargs)
-        except (GoldenError, TomlEditError) as err:
-            click.echo(f"groove: {err}", err=True)
-            sys.exit(1)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _warn(message: str) -> None:
@@ -127,7 +109,7 @@ class _Progress:
 )
 @click.option("--ablate", is_flag=True, help="Lexical only, vector only, hybrid, + each stage.")
 @click.option("--no-history", is_flag=True, help="Do not record this run in the history.")
-@_handled
+@handle_errors
 def eval_cmd(
     kb: Path,
     config_path: Path | None,
@@ -148,6 +130,7 @@ def eval_cmd(
     recorded in <kb>/.groove-eval-history.json and compared with the previous run on the
     same golden file. See docs/eval.md.
     """
+    from groove_core.evaluation.history import record_run
     from groove_core.evaluation.metrics import DEFAULT_SEED
     from groove_core.evaluation.session import EvalSession, Variant
 
@@ -168,7 +151,18 @@ def eval_cmd(
             )
         finally:
             progress.close()
-        results.append(_record(session, variant, outcomes, kb, limit, seed, no_history))
+        results.append(
+            record_run(
+                session,
+                variant,
+                outcomes,
+                kb=kb,
+                limit=limit,
+                seed=seed,
+                keep=not no_history,
+                warn=_warn,
+            )
+        )
     if per_query_path is not None:
         _write_per_query(per_query_path, results)
     if report_path is not None:
@@ -179,65 +173,7 @@ def eval_cmd(
         _print_eval(session, results, ablate)
 
 
-class _Result:
-    """One variant's outcomes, summary, history record and delta."""
-
-    def __init__(
-        self,
-        variant: Any,
-        outcomes: Outcomes,
-        summary: Mapping[str, Estimate],
-        record: dict[str, Any],
-        delta: Delta | None,
-    ) -> None:
-        self.variant = variant
-        self.outcomes = outcomes
-        self.summary = summary
-        self.record = record
-        self.delta = delta
-
-
-def _record(
-    session: EvalSession,
-    variant: Any,
-    outcomes: Outcomes,
-    kb: Path,
-    limit: int,
-    seed: int,
-    no_history: bool,
-) -> _Result:
-    from groove_core.evaluation import history
-    from groove_core.evaluation.session import summarize
-
-    summary = summarize(outcomes, seed)
-    searcher = session.searcher(variant.config)
-    fp = history.fingerprint(
-        variant.config,
-        searcher.plugins,
-        session.embedder.identity,
-        session.golden,
-        stage=variant.stage,
-        limit=limit,
-        variant=variant.name,
-    )
-    record = history.run_record(
-        kb=kb,
-        golden=session.golden,
-        fp=fp,
-        corpus=history.corpus_state(session.app.store),
-        outcomes=outcomes,
-        summary={m: e.to_json() for m, e in summary.items()},
-    )
-    delta = None
-    if not no_history:
-        runs = history.append_run(history.history_path(kb), record, _warn)
-        previous = history.previous_run(runs, record)
-        if previous is not None:
-            delta = history.compare(previous, record, seed=seed)
-    return _Result(variant, outcomes, summary, record, delta)
-
-
-def _eval_json(session: EvalSession, results: Sequence[_Result]) -> dict[str, Any]:
+def _eval_json(session: EvalSession, results: Sequence[VariantRun]) -> dict[str, Any]:
     runs = []
     for r in results:
         runs.append(
@@ -264,7 +200,7 @@ def _eval_json(session: EvalSession, results: Sequence[_Result]) -> dict[str, An
     }
 
 
-def _print_eval(session: EvalSession, results: Sequence[_Result], ablate: bool) -> None:
+def _print_eval(session: EvalSession, results: Sequence[VariantRun], ablate: bool) -> None:
     from groove_core.evaluation.metrics import METRIC_NAMES
 
     judged = "graded" if session.golden.graded else "binary"
@@ -328,7 +264,7 @@ def _print_delta_context(delta: Delta | None, corpus: Mapping[str, Any]) -> None
         click.echo(printable(f"  corpus changed: {delta.previous.get('corpus')} -> {dict(corpus)}"))
 
 
-def _print_ablation(results: Sequence[_Result]) -> None:
+def _print_ablation(results: Sequence[VariantRun]) -> None:
     names = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "hit@10")
     width = max(len(r.variant.name) for r in results) + 2
     click.echo(
@@ -341,7 +277,7 @@ def _print_ablation(results: Sequence[_Result]) -> None:
         click.echo(f"{r.variant.name:<{width}}{cells}   {e.low:.3f}-{e.high:.3f}{note}")
 
 
-def _write_per_query(path: Path, results: Sequence[_Result]) -> None:
+def _write_per_query(path: Path, results: Sequence[VariantRun]) -> None:
     from groove_core.evaluation.metrics import METRIC_NAMES
 
     rows = []
@@ -381,7 +317,7 @@ def _write_csv(path: Path, rows: Sequence[Mapping[str, Any]]) -> None:
             writer.writerow({k: " ".join(v) if isinstance(v, list) else v for k, v in row.items()})
 
 
-def _write_eval_report(path: Path, session: EvalSession, results: Sequence[_Result]) -> None:
+def _write_eval_report(path: Path, session: EvalSession, results: Sequence[VariantRun]) -> None:
     from groove_core.evaluation import report
 
     rows = [
@@ -432,7 +368,7 @@ def _write_text(path: Path, text: str) -> None:
 @click.option(
     "--write", is_flag=True, help="Write the winner to [search.fusion] if it is a real gain."
 )
-@_handled
+@handle_errors
 def tune_cmd(
     kb: Path,
     config_path: Path | None,
@@ -453,6 +389,7 @@ def tune_cmd(
     """
     from groove_core.evaluation.metrics import DEFAULT_SEED
     from groove_core.evaluation.session import EvalSession
+    from groove_core.evaluation.tomledit import write_tuned
     from groove_core.evaluation.tune import assess, current_point, grid, run_grid
 
     session = EvalSession.open(kb, config_path, golden_path)
@@ -470,39 +407,18 @@ def tune_cmd(
         tuned = assess(result, keys, current, metric=metric, holdout=holdout, seed=seed)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
-    written = _maybe_write(session, tuned, config_path, kb) if write else None
+    written = write_tuned(tuned, kb, config_path, _warn) if write else None
     if report_path is not None:
         _write_tune_report(report_path, session, tuned, result.outcomes[current])
     if as_json:
-        payload = {"golden": str(session.golden.path), **tuned.to_json(), "written": written}
+        shown = str(written) if written is not None else None
+        payload = {"golden": str(session.golden.path), **tuned.to_json(), "written": shown}
         click.echo(dumps(payload))
     else:
         _print_tune(session, tuned, written)
 
 
-def _maybe_write(
-    session: EvalSession, tuned: TuneReport, config_path: Path | None, kb: Path
-) -> str | None:
-    """Write [search.fusion] when the winner is a real gain; returns the file written."""
-    from groove_core.config import CONFIG_FILENAME, load_config
-    from groove_core.evaluation.tomledit import set_table_values
-
-    if not tuned.to_json()["recommend"]:
-        _warn("not writing groove.toml: no setting beats the current one beyond noise")
-        return None
-    path = config_path or kb / CONFIG_FILENAME
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    updated = set_table_values(text, "search.fusion", tuned.best.fusion_values())
-    if tuned.best.word != tuned.current.word:
-        updated = set_table_values(updated, "search.fusion.weights", {"word": tuned.best.word})
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(updated, encoding="utf-8")
-    tmp.replace(path)
-    load_config(kb, path)  # the edited file must still be a valid configuration
-    return str(path)
-
-
-def _print_tune(session: EvalSession, tuned: TuneReport, written: str | None) -> None:
+def _print_tune(session: EvalSession, tuned: TuneReport, written: Path | None) -> None:
     low, high = tuned.spread
     n = len(session.queries)
     golden = printable(str(session.golden.path))
@@ -518,7 +434,7 @@ def _print_tune(session: EvalSession, tuned: TuneReport, written: str | None) ->
         click.echo(f"{name + ':':<8} {point.label()}  tuning {tuning:.3f}  held-out {_est(held)}")
     click.echo(f"verdict: {tuned.verdict()}")
     if written:
-        click.echo(f"wrote [search.fusion] to {printable(written)}")
+        click.echo(f"wrote [search.fusion] to {printable(str(written))}")
 
 
 def _est(e: Estimate) -> str:

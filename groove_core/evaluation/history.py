@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
     from groove_core.config import GrooveConfig
     from groove_core.evaluation.golden import GoldenSet
+    from groove_core.evaluation.metrics import Estimate
     from groove_core.evaluation.runner import Outcomes
+    from groove_core.evaluation.session import EvalSession, Variant
     from groove_core.plugins import Plugins
     from groove_core.storage import IndexStore
 
@@ -260,3 +262,57 @@ def compare(previous: Mapping[str, Any], record: Mapping[str, Any], *, seed: int
         fingerprint_diff(previous.get("fingerprint", {}), record["fingerprint"]),
         previous.get("corpus") != record["corpus"],
     )
+
+
+@dataclass(frozen=True)
+class VariantRun:
+    """One variant's eval: its outcomes, summary, history record and change since the
+    previous comparable run (None when there is none, or with ``--no-history``)."""
+
+    variant: Variant
+    outcomes: Outcomes
+    summary: Mapping[str, Estimate]
+    record: dict[str, Any]
+    delta: Delta | None
+
+
+def record_run(
+    session: EvalSession,
+    variant: Variant,
+    outcomes: Outcomes,
+    *,
+    kb: Path,
+    limit: int,
+    seed: int,
+    keep: bool,
+    warn: Warn,
+) -> VariantRun:
+    """Summarise a variant's outcomes and, when ``keep``, append the run to ``kb``'s history
+    and compare it with the previous run of the same variant on the same golden file."""
+    from groove_core.evaluation.session import summarize
+
+    summary = summarize(outcomes, seed)
+    fp = fingerprint(
+        variant.config,
+        session.searcher(variant.config).plugins,
+        session.embedder.identity,
+        session.golden,
+        stage=variant.stage,
+        limit=limit,
+        variant=variant.name,
+    )
+    record = run_record(
+        kb=kb,
+        golden=session.golden,
+        fp=fp,
+        corpus=corpus_state(session.app.store),
+        outcomes=outcomes,
+        summary={m: e.to_json() for m, e in summary.items()},
+    )
+    delta = None
+    if keep:
+        runs = append_run(history_path(kb), record, warn)
+        previous = previous_run(runs, record)
+        if previous is not None:
+            delta = compare(previous, record, seed=seed)
+    return VariantRun(variant, outcomes, summary, record, delta)

@@ -11,8 +11,12 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from groove_core.evaluation.tune import TuneReport
 
 
 class TomlEditError(ValueError):
@@ -124,3 +128,28 @@ def _without(data: Mapping[str, Any], table: str) -> dict[str, Any]:
         else:
             del out[head]
     return out
+
+
+def write_tuned(
+    tuned: TuneReport, kb: Path, config_path: Path | None, warn: Callable[[str], None]
+) -> Path | None:
+    """``groove tune --write``: put the winner in ``[search.fusion]`` of the KB's
+    groove.toml (or ``config_path``) when it is a real gain; returns the file written.
+
+    The file is replaced whole (temp file + rename) and must still be a valid
+    configuration afterwards (a ConfigError says why not)."""
+    from groove_core.config import CONFIG_FILENAME, load_config
+
+    if not tuned.to_json()["recommend"]:
+        warn("not writing groove.toml: no setting beats the current one beyond noise")
+        return None
+    path = config_path or kb / CONFIG_FILENAME
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    updated = set_table_values(text, "search.fusion", tuned.best.fusion_values())
+    if tuned.best.word != tuned.current.word:
+        updated = set_table_values(updated, "search.fusion.weights", {"word": tuned.best.word})
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(updated, encoding="utf-8")
+    tmp.replace(path)
+    load_config(kb, path)  # the edited file must still be a valid configuration
+    return path

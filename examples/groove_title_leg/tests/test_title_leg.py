@@ -76,7 +76,7 @@ def test_its_switch_is_a_parameter_of_the_mcp_search_tool(tmp_path: Path) -> Non
 
     from mcp import Client
 
-    from groove_core.mcp_server import build_mcp_server
+    from groove_core.mcp.server import build_mcp_server
 
     app = open_kb(make_kb(tmp_path / "kb", NOTES))
 

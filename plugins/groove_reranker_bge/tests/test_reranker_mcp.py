@@ -15,7 +15,7 @@ from typing import Any
 from groove_reranker_bge.backends import loaded_keys
 from mcp import Client
 
-from groove_core.mcp_server import build_mcp_server
+from groove_core.mcp.server import build_mcp_server
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 
 QUERY = "ranking results"

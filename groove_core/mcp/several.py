@@ -15,14 +15,15 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal, TypeVar
 
+import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult
 from pydantic import Field
 
 from groove_core import __version__
-from groove_core.mcp_server import (
-    _READ_ONLY,
+from groove_core.mcp.budget import fit_search
+from groove_core.mcp.schemas import (
     GET_DOCUMENT_DESCRIPTION,
     INDEX_STATUS_DESCRIPTION,
     INSTRUCTIONS,
@@ -30,30 +31,26 @@ from groove_core.mcp_server import (
     MAX_LIST_LIMIT,
     MAX_NEIGHBOURS,
     MAX_RELATED_LIMIT,
+    READ_ONLY,
     RELATED_DESCRIPTION,
     SEARCH_DESCRIPTION,
-    GrooveThread,
-    PluginServer,
-    _as_tool_errors,
-    _DocumentResult,
-    _ListResult,
-    _log,
-    _Path,
-    _RelatedResult,
-    _result,
-    _search_parameters,
-    _SearchResult,
-    _server_app,
-    _StatusResult,
-    _Tags,
-    _Tools,
-    _usable_options,
-    fit_search,
-    kb_relative,
+    DocumentResult,
+    ListResult,
+    PathArg,
+    RelatedResult,
+    SearchResult,
+    StatusResult,
+    TagsArg,
+    search_parameters,
+    usable_options,
 )
+from groove_core.mcp.threads import GrooveThread, add_plugin_tools, server_app
+from groove_core.mcp.tools import Tools, as_tool_errors, kb_relative, result
 from groove_core.several import NamedKb, check_same_embedder, search_several
 
 T = TypeVar("T")
+
+_log = structlog.get_logger("groove.mcp")
 
 SEVERAL_NOTE = """
 Several knowledge bases are served; `search` covers all of them unless you pass `kb`, and
@@ -68,15 +65,15 @@ def instructions(kbs: Sequence[NamedKb]) -> str:
 
 
 class _Several:
-    """The tools' bodies over every served KB (run on the one groove thread)."""
+    """The tools' bodies over every served KB (run on the one worker thread)."""
 
     def __init__(self, kbs: Sequence[NamedKb], budget: int, option_names: Sequence[str]) -> None:
-        self.kbs = [NamedKb(kb.name, _server_app(kb.app), kb.description) for kb in kbs]
+        self.kbs = [NamedKb(kb.name, server_app(kb.app), kb.description) for kb in kbs]
         self.budget = budget
-        self.tools = {kb.name: _Tools(kb.app, budget, option_names) for kb in self.kbs}
+        self.tools = {kb.name: Tools(kb.app, budget, option_names) for kb in self.kbs}
         self.option_names = tuple(option_names)
 
-    def one(self, kb: str) -> _Tools:
+    def one(self, kb: str) -> Tools:
         # The schema's enum already refuses other names; this guards direct calls.
         if kb not in self.tools:
             raise ToolError(f"unknown kb {kb!r}: one of {', '.join(self.tools)}")
@@ -98,12 +95,12 @@ class _Several:
         )
         payload = fit_search(response.to_json(), self.budget)
         _log.info("search", query=query[:200], kb=kb, results=len(payload["results"]))
-        return _result(payload)
+        return result(payload)
 
 
 def _errors(kbs: Sequence[NamedKb], name: str, fn: Callable[..., T]) -> Callable[..., T]:
     """A one-KB server's error handling, with every served KB's folders made relative."""
-    body = _as_tool_errors(kbs[0].app, name, fn)
+    body = as_tool_errors(kbs[0].app, name, fn)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
@@ -121,10 +118,10 @@ def _errors(kbs: Sequence[NamedKb], name: str, fn: Callable[..., T]) -> Callable
 def build_several_server(kbs: Sequence[NamedKb], max_response_chars: int) -> MCPServer:
     check_same_embedder(kbs)
     # One worker: these apps' embedders are not behind the reader pool's lock (the
-    # single-KB server's _server_app), so several KBs are served one call at a time.
+    # single-KB server's server_app), so several KBs are served one call at a time.
     thread = GrooveThread(1)
     server: MCPServer = MCPServer("groove", version=__version__, instructions=instructions(kbs))
-    options = _usable_options(kbs[0].app)
+    options = usable_options(kbs[0].app)
     several = _Several(kbs, max_response_chars, [o.name for o in options])
     names = tuple(kb.name for kb in several.kbs)
     _add_search(server, several, thread, options, names)
@@ -132,7 +129,7 @@ def build_several_server(kbs: Sequence[NamedKb], max_response_chars: int) -> MCP
     first = several.kbs[0]
     # A plugin's tools are registered once, for the first KB: two registrations of one
     # tool name would clash (docs/several-kbs.md).
-    first.app.plugins.pm.hook.groove_mcp_tools(server=PluginServer(server, thread), app=first.app)
+    add_plugin_tools(first.app, server, thread)
     return server
 
 
@@ -148,7 +145,7 @@ def _add_search(
     async def search(**kwargs: Any) -> Any:
         return await thread.run(body, **kwargs)
 
-    params = _search_parameters(several.kbs[0].app, options)
+    params = search_parameters(several.kbs[0].app, options)
     kb_param = inspect.Parameter(
         "kb",
         inspect.Parameter.KEYWORD_ONLY,
@@ -161,7 +158,7 @@ def _add_search(
         ],
     )
     search.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [*params[:4], kb_param, *params[4:]], return_annotation=_SearchResult
+        [*params[:4], kb_param, *params[4:]], return_annotation=SearchResult
     )
     server.add_tool(
         search,
@@ -169,7 +166,7 @@ def _add_search(
         title="Search the knowledge bases",
         description=SEARCH_DESCRIPTION + "\n\n`kb` limits the search to one knowledge base; "
         "each result's `kb` says which one it is from.",
-        annotations=_READ_ONLY,
+        annotations=READ_ONLY,
     )
 
 
@@ -183,11 +180,11 @@ def _add_reading(
         return _errors(kbs, tool, getattr(several.one(kb), tool))
 
     @server.tool(
-        title="Read a document", description=GET_DOCUMENT_DESCRIPTION, annotations=_READ_ONLY
+        title="Read a document", description=GET_DOCUMENT_DESCRIPTION, annotations=READ_ONLY
     )
     async def get_document(
         kb: Kb,
-        path: Annotated[_Path, Field(description="KB-relative path, e.g. 'notes/a.md'")],
+        path: Annotated[PathArg, Field(description="KB-relative path, e.g. 'notes/a.md'")],
         start_line: Annotated[int | None, Field(ge=1, description="first line (1-based)")] = None,
         end_line: Annotated[int | None, Field(ge=1, description="last line, inclusive")] = None,
         chunk_id: Annotated[int | None, Field(ge=0, description="a search hit's chunk_id")] = None,
@@ -195,35 +192,35 @@ def _add_reading(
             int,
             Field(ge=0, le=MAX_NEIGHBOURS, description="with chunk_id: chunks before and after it"),
         ] = 1,
-    ) -> _DocumentResult:
+    ) -> DocumentResult:
         body = on(kb, "get_document")
         return await thread.run(body, path, start_line, end_line, chunk_id, neighbours)
 
     @server.tool(
-        title="List documents", description=LIST_DOCUMENTS_DESCRIPTION, annotations=_READ_ONLY
+        title="List documents", description=LIST_DOCUMENTS_DESCRIPTION, annotations=READ_ONLY
     )
     async def list_documents(
         kb: Kb,
         path_prefix: Annotated[
-            _Path | None, Field(description="only paths starting with this")
+            PathArg | None, Field(description="only paths starting with this")
         ] = None,
-        tags: _Tags = None,
+        tags: TagsArg = None,
         offset: Annotated[int, Field(ge=0, description="entries to skip")] = 0,
         limit: Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT, description="page size")] = 100,
-    ) -> _ListResult:
+    ) -> ListResult:
         body = on(kb, "list_documents")
         return await thread.run(body, path_prefix, tags, offset, limit)
 
-    @server.tool(title="Links of a note", description=RELATED_DESCRIPTION, annotations=_READ_ONLY)
+    @server.tool(title="Links of a note", description=RELATED_DESCRIPTION, annotations=READ_ONLY)
     async def related(
         kb: Kb,
-        path: Annotated[_Path, Field(description="KB-relative path, e.g. 'notes/a.md'")],
+        path: Annotated[PathArg, Field(description="KB-relative path, e.g. 'notes/a.md'")],
         limit: Annotated[
             int, Field(ge=1, le=MAX_RELATED_LIMIT, description="links listed per direction")
         ] = 50,
-    ) -> _RelatedResult:
+    ) -> RelatedResult:
         return await thread.run(on(kb, "related"), path, limit)
 
-    @server.tool(title="Index status", description=INDEX_STATUS_DESCRIPTION, annotations=_READ_ONLY)
-    async def index_status(kb: Kb) -> _StatusResult:
+    @server.tool(title="Index status", description=INDEX_STATUS_DESCRIPTION, annotations=READ_ONLY)
+    async def index_status(kb: Kb) -> StatusResult:
         return await thread.run(on(kb, "index_status"))

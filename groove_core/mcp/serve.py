@@ -7,7 +7,6 @@ the index and the embedder load when the command runs.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,9 @@ from typing import Any
 import click
 
 from groove_core.cli_options import all_option, config_option, kbs_option
-from groove_core.mcp_http import (
+from groove_core.frontend import LOG_LEVELS, configure_logging, handle_errors, search_folders
+from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS
+from groove_core.mcp.http import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_READ_TIMEOUT,
     TOKEN_ENV,
@@ -24,9 +25,7 @@ from groove_core.mcp_http import (
     is_loopback,
 )
 
-#: Mirror groove_core.mcp_server's constants without importing the MCP SDK (a test pins them).
-DEFAULT_MAX_RESPONSE_CHARS = 40_000
-MIN_RESPONSE_CHARS = 2_000
+#: Mirrors groove_core.mcp.threads.DEFAULT_READERS without loading asyncio (a test pins it).
 DEFAULT_READERS = 2
 
 
@@ -40,28 +39,6 @@ class HttpOptions:
     allow_hosts: tuple[str, ...]
     allow_origins: tuple[str, ...]
     limits: HttpLimits
-
-
-def configure_logging(level: str) -> None:
-    """Send every log line to stderr: on stdio, stdout carries nothing but MCP messages."""
-    import logging
-
-    import structlog
-
-    numeric = logging.getLevelName(level.upper())
-    structlog.configure(
-        processors=[
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso"),
-            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(numeric),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
-        cache_logger_on_first_use=True,
-    )
-    logging.basicConfig(
-        level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
-    )
 
 
 @click.command("serve")
@@ -141,7 +118,7 @@ def configure_logging(level: str) -> None:
 )
 @click.option(
     "--log-level",
-    type=click.Choice(["debug", "info", "warning", "error"]),
+    type=click.Choice(LOG_LEVELS),
     default="info",
     show_default=True,
     help="Logging to stderr.",
@@ -169,12 +146,11 @@ def serve_cmd(
     Several --kb (or --all) serve several knowledge bases from one server: the tools take
     a `kb` argument, and search covers them all by default.
     """
-    from groove_core.cli import _search_folders, handle_errors
-
-    configure_logging(log_level)
+    # Before anything logs; handle_errors keeps a level chosen here (docs/mcp.md).
+    configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections=max_connections, read_timeout=read_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    folders = handle_errors(_search_folders)(kbs, all_kbs)
+    folders = handle_errors(search_folders)(kbs, all_kbs)
     handle_errors(_serve)(
         folders, config_path, transport, http, max_response_chars, readers, watch, log_level
     )
@@ -209,7 +185,7 @@ def _serve(
     import structlog
 
     from groove_core.app import Groove
-    from groove_core.mcp_server import build_mcp_server
+    from groove_core.mcp.server import build_mcp_server
 
     log = structlog.get_logger("groove.serve")
     if len(folders) > 1:
@@ -241,7 +217,7 @@ def _serve(
 def _serve_http(server: Any, http: HttpOptions, log_level: str) -> None:
     import structlog
 
-    from groove_core.mcp_http import run_http
+    from groove_core.mcp.http import run_http
 
     log = structlog.get_logger("groove.serve")
     token = read_token(http.token_file)

@@ -1,0 +1,123 @@
+"""What every command module shares: one voice for errors, logging to stderr, the KBs named.
+
+The command modules (``cli``, ``mcp.serve``, ``evaluation.cli``, ``kb_cli``, ``get_cmd``,
+``status_cmd``) import this module and nothing of one another, so that none of them sits in
+an import cycle with another. Only click and the standard library load at module level:
+``groove --help`` builds every command and must stay fast.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+#: Exit status for a usage problem (bad query, bad option), as click uses for its own.
+EXIT_USAGE = 2
+
+#: The levels ``--log-level`` offers.
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+#: The level set explicitly (``groove serve --log-level``); None: the default, info.
+_chosen_level: str | None = None
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """The errors a user can fix: their message is the whole story, no traceback."""
+    from groove_core.config import ConfigError
+    from groove_core.embedding import EmbedderError
+    from groove_core.evaluation.golden import GoldenError
+    from groove_core.evaluation.tomledit import TomlEditError
+    from groove_core.mcp.kb_files import DocumentError
+    from groove_core.store import StoreError
+
+    return (ConfigError, EmbedderError, StoreError, DocumentError, GoldenError, TomlEditError)
+
+
+def handle_errors(func: F) -> F:
+    """Turn the errors a user can fix into one clear line and an exit status."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from groove_core.query import QueryError
+
+        configure_logging()
+        try:
+            return func(*args, **kwargs)
+        except QueryError as err:
+            click.echo(f"groove: invalid query: {err}", err=True)
+            sys.exit(EXIT_USAGE)
+        except user_errors() as err:
+            click.echo(f"groove: {err}", err=True)
+            sys.exit(1)
+        except KeyboardInterrupt:
+            click.echo("\ngroove: interrupted", err=True)
+            sys.exit(130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def configure_logging(level: str | None = None, *, server: bool = False) -> None:
+    """Logs go to stderr: stdout carries results (--json) and the MCP stdio transport.
+
+    Without ``level`` (every command, through :func:`handle_errors`) this is applied when
+    something first logs, not now: structlog costs ~70–90 ms to import, which neither
+    ``groove --help`` nor a quiet search should pay; and it keeps a level chosen before.
+    With ``level`` (``groove serve --log-level``) it is applied at once and sticks.
+    ``server`` adds timestamps and one key=value line per event, and routes the standard
+    library's loggers (the MCP SDK's, uvicorn's) to stderr at the same level.
+    """
+    from groove_core import logs
+
+    global _chosen_level
+    if level is None:
+        if _chosen_level is None:  # else what was chosen stands, format and all
+            logs.configure(functools.partial(_configure_structlog, "info", server=server))
+        return
+    _chosen_level = level.lower()
+    _configure_structlog(_chosen_level, server=server)
+
+
+def _configure_structlog(level: str, *, server: bool) -> None:
+    import logging
+
+    import structlog
+
+    numeric = logging.getLevelName(level.upper())
+    if not server:
+        structlog.configure(
+            logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+            wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        )
+        return
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso"),
+            structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(numeric),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=True,
+    )
+    logging.basicConfig(
+        level=numeric, stream=sys.stderr, format="%(levelname)s %(name)s %(message)s"
+    )
+
+
+def search_folders(kbs: tuple[Path, ...], all_kbs: bool) -> list[Path]:
+    """The KB folders a command covers: each --kb, every registered one (--all), or the
+    current folder's KB."""
+    from groove_core.cli_options import KB
+    from groove_core.registry import kb_names, load_registry
+
+    if names := kb_names(tuple(str(k) for k in kbs), all_kbs):
+        registry = load_registry()
+        return [registry[name].path for name in names]
+    return list(kbs) or [KB.convert(".", None, None)]

@@ -1,0 +1,344 @@
+"""The MCP tools' contract: argument limits, descriptions, output schemas, parameters.
+
+Every limit is checked by the tool schema before any work: a client can send megabytes of
+JSON (and over stdio nothing else stops it), while real paths, globs and tags are short.
+Plugins' search options become ``search`` parameters here (``groove_search_options``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import structlog
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from groove_core.query import MAX_QUERY_CHARS
+
+if TYPE_CHECKING:
+    from groove_core.app import Groove
+    from groove_core.context import SearchOption
+
+MAX_LIMIT = 200
+MAX_LIST_LIMIT = 1_000
+MAX_NEIGHBOURS = 20
+#: Links listed per direction by related (and, at most, by get_document).
+MAX_RELATED_LIMIT = 500
+DOCUMENT_LINKS = 20
+#: Argument sizes (see the module docstring).
+MAX_PATH_CHARS = 1_024
+MAX_TAGS = 32
+MAX_TAG_CHARS = 200
+MAX_OPTION_CHARS = 1_024
+
+_log = structlog.get_logger("groove.mcp")
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_world_hint=False)
+
+INSTRUCTIONS = """\
+groove searches a Markdown knowledge base (notes and documents, Japanese and English).
+Start with `search`; read around a hit with `get_document(path, chunk_id=...)`; browse with
+`list_documents`; check freshness with `index_status`. Responses are capped in size: when
+`truncated` is true, narrow the request (lower `limit`, a line range) instead of repeating it.
+"""
+
+SEARCH_DESCRIPTION = """\
+Search the knowledge base by meaning and by text at once (hybrid: vectors + full text,
+fused with reciprocal rank fusion) and return the best passages (chunks), best first.
+Each result has path, title, heading_path, content, score (larger is better; compare only
+within one response), rank, chunk_id, line_start/line_end and match_spans (UTF-8 byte
+offsets of matched text in content).
+
+Query syntax:
+- Plain words or a natural-language question, in Japanese or English.
+- "quoted phrase" searches that exact text.
+- -word or -"phrase" excludes results containing it (in heading, title or content).
+  A query made only of exclusions is rejected.
+- Full-text matching works on pieces of 3+ characters: shorter words (AI, ML, Go) count
+  only for meaning-based matching unless you quote a wider span ("AI について").
+  Case and full/half width are ignored.
+
+Filters: `path` is a glob over KB-relative paths ('docs/**', '*.md', or a folder such as
+'notes/ops'); `tags` keeps files carrying every listed front-matter tag.
+
+Response: {results, low_confidence, filter_applied, truncated, omitted_results,
+omitted_chars}. low_confidence=true means nothing matched strongly: rephrase, use other
+words or drop filters. truncated=true means results or text were left out to stay under
+the response size budget: lower `limit` or read files with get_document."""
+
+GET_DOCUMENT_DESCRIPTION = """\
+Read a Markdown file of the knowledge base for follow-up after search: the whole file,
+a line range (start_line/end_line, 1-based, inclusive), or the neighbourhood of a search
+hit (chunk_id from a search result, plus `neighbours` chunks on each side).
+`path` is KB-relative, exactly as search and list_documents return it.
+If the text exceeds the response size budget it is cut at a line boundary, truncated=true,
+and next_start_line says where to continue."""
+
+LIST_DOCUMENTS_DESCRIPTION = """\
+List the indexed Markdown files: path, title, tags and number of chunks, sorted by path.
+Filter by `path_prefix` (e.g. 'notes/') and `tags` (all required, case-insensitive).
+Paginated: pass next_offset back as `offset` to get the next page (null at the end)."""
+
+RELATED_DESCRIPTION = """\
+The neighbourhood of a note: the links it makes (Markdown links and [[wikilinks]], each
+with the KB-relative `path` it resolves to, or null when nothing indexed matches) and its
+backlinks (the documents linking to it, with the line of each link). Use it to follow a
+note's context after search or get_document. Both lists are capped by `limit` and by the
+response size budget; the totals say how many there are."""
+
+INDEX_STATUS_DESCRIPTION = """\
+Report the state of the search index: number of documents and chunks, the embedder,
+when it was last indexed, the enabled plugins, and which Markdown files were added,
+modified or deleted on disk since (if any, results may be stale until 'groove index'
+runs again)."""
+
+
+# -- structured output schemas -----------------------------------------------------------
+
+
+_CLIPPED = "fields cut short to fit the response size budget (present only when some were)"
+
+
+class ExpandedRangeOut(BaseModel):
+    line_start: int
+    line_end: int
+    byte_start: int
+    byte_end: int
+
+
+class HitOut(BaseModel):
+    """One search result."""
+
+    kb: str | None = Field(None, description="the knowledge base it is from (several served)")
+    path: str = Field(description="KB-relative path of the file")
+    title: str
+    heading: str
+    heading_path: list[str] = Field(description="headings from the top of the file to the hit")
+    level: int
+    content: str = Field(description="the passage text (possibly expanded by a plugin)")
+    score: float = Field(description="relevance; larger is better, comparable within a response")
+    rank: int
+    chunk_id: int = Field(description="pass to get_document to read around this hit")
+    line_start: int
+    line_end: int
+    tags: list[str]
+    match_spans: list[list[int]] = Field(description="[start, end) UTF-8 byte offsets in content")
+    expanded_from: list[ExpandedRangeOut] | None = None
+    content_truncated: bool = Field(False, description="content was cut to fit the budget")
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
+
+
+class Truncation(BaseModel):
+    truncated: bool = Field(description="true when something was left out to fit the budget")
+    note: str | None = Field(None, description="what was left out and how to get it")
+
+
+class SearchOut(Truncation):
+    results: list[HitOut]
+    low_confidence: bool = Field(description="true when nothing matched the query strongly")
+    filter_applied: dict[str, Any] | None = Field(description="the active filters, or null")
+    warnings: list[str] = Field(default_factory=list, description="e.g. a query cut at 32 phrases")
+    omitted_results: int = Field(description="results left out to fit the budget")
+    omitted_chars: int = Field(description="characters cut from the last result's content")
+
+
+class LinkOut(BaseModel):
+    target: str = Field(description="the link as written in the source document")
+    kind: str = Field(description="link (Markdown), wikilink or embed")
+    path: str | None = Field(
+        description="outgoing: where it resolves (null: unresolved); backlink: the source"
+    )
+    line: int = Field(description="line of the link in the source document")
+
+
+class LinksOut(BaseModel):
+    outgoing: list[LinkOut]
+    outgoing_total: int
+    backlinks: list[LinkOut]
+    backlinks_total: int
+
+
+class RelatedOut(Truncation, LinksOut):
+    path: str
+    title: str
+
+
+class DocumentOut(Truncation):
+    path: str
+    title: str | None = Field(description="the indexed title, or null when not indexed yet")
+    tags: list[str]
+    indexed: bool = Field(description="whether the file is in the search index")
+    changed_since_index: bool | None = Field(description="file differs from its indexed version")
+    total_lines: int
+    line_start: int = Field(description="first line returned (1-based)")
+    line_end: int = Field(description="last line returned, inclusive")
+    content: str
+    chunk_id: int | None = None
+    links: LinksOut | None = Field(
+        None, description="the first outgoing links and backlinks (all of them: related)"
+    )
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
+    omitted_chars: int = Field(description="characters of the requested range not returned")
+    next_start_line: int | None = Field(description="where to continue reading, or null")
+
+
+class DocumentEntry(BaseModel):
+    path: str
+    title: str
+    tags: list[str]
+    chunks: int
+    clipped_fields: list[str] | None = Field(None, description=_CLIPPED)
+
+
+class DocumentListOut(Truncation):
+    documents: list[DocumentEntry]
+    total: int = Field(description="documents matching the filters, over all pages")
+    offset: int
+    next_offset: int | None = Field(description="offset of the next page, or null at the end")
+
+
+class ChangesOut(BaseModel):
+    up_to_date: bool
+    added_count: int
+    modified_count: int
+    deleted_count: int
+    added: list[str]
+    modified: list[str]
+    deleted: list[str]
+
+
+class EmbedderOut(BaseModel):
+    name: str
+    identity: str | None
+    dim: int | None
+
+
+class StatusOut(BaseModel):
+    truncated: bool = Field(False, description="true when lists were cut to fit the budget")
+    note: str | None = Field(None, description="what was left out")
+    kb: str = Field(description="the knowledge base's name ([kb] name, or its folder's name)")
+    index_file: str
+    documents: int
+    chunks: int
+    embedder: EmbedderOut
+    last_indexed: str | None = Field(description="ISO 8601 UTC time of the newest indexed file")
+    plugins: list[str] = Field(description="enabled plugins")
+    changes_on_disk: ChangesOut
+    incomplete: bool = Field(False, description="an index run filling the index is unfinished")
+    incomplete_note: str | None = Field(None, description="what is missing and how to finish it")
+
+
+SearchResult = Annotated[CallToolResult, SearchOut]
+DocumentResult = Annotated[CallToolResult, DocumentOut]
+RelatedResult = Annotated[CallToolResult, RelatedOut]
+ListResult = Annotated[CallToolResult, DocumentListOut]
+StatusResult = Annotated[CallToolResult, StatusOut]
+
+CORE_SEARCH_PARAMS = ("query", "limit", "path", "tags")
+_OPTION_TYPES: dict[str, type] = {"bool": bool, "str": str, "int": int, "float": float}
+
+
+PathArg = Annotated[str, Field(max_length=MAX_PATH_CHARS)]
+TagsArg = Annotated[
+    list[Annotated[str, Field(max_length=MAX_TAG_CHARS)]] | None,
+    Field(max_length=MAX_TAGS, description="front-matter tags, all required (case-insensitive)"),
+]
+
+
+def search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[inspect.Parameter]:
+    kw = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        inspect.Parameter(
+            "query",
+            kw,
+            annotation=Annotated[
+                str,
+                Field(
+                    min_length=1,
+                    max_length=MAX_QUERY_CHARS,
+                    description="what to look for; see the query syntax above",
+                ),
+            ],
+        ),
+        inspect.Parameter(
+            "limit",
+            kw,
+            default=app.config.search.default_limit,
+            annotation=Annotated[
+                int, Field(ge=1, le=MAX_LIMIT, description="number of results (1-200)")
+            ],
+        ),
+        inspect.Parameter(
+            "path",
+            kw,
+            default=None,
+            annotation=Annotated[
+                PathArg | None,
+                Field(description="glob over KB-relative paths, e.g. 'docs/**' or 'notes/ops'"),
+            ],
+        ),
+        inspect.Parameter("tags", kw, default=None, annotation=TagsArg),
+    ]
+    for option in options:
+        params.append(
+            inspect.Parameter(option.name, kw, default=None, annotation=_option_type(app, option))
+        )
+    return params
+
+
+_NONE = "The server's configuration lists no values, so a client cannot use it"
+
+
+def unavailable_options(app: Groove, options: Sequence[SearchOption]) -> dict[str, str]:
+    """Options with choices of which the configuration lists none: name -> plugin."""
+    return {
+        o.name: o.plugin
+        for o in options
+        if o.choices is not None and not o.choices(app.plugins.settings)
+    }
+
+
+def _option_type(app: Groove, option: SearchOption) -> Any:
+    """A plugin option's parameter type: its values bounded, or listed where it has choices."""
+    help_text = f"{option.help} (plugin {option.plugin}; omit for its default)"
+    if option.choices is None:
+        kind: Any = _OPTION_TYPES[option.type]
+        if kind is str:
+            kind = Annotated[str, Field(max_length=MAX_OPTION_CHARS)]
+        return Annotated[kind | None, Field(description=help_text)]
+    allowed = tuple(option.choices(app.plugins.settings))
+    if not allowed:
+        # Nothing to choose from: the parameter stays, so that a client that sends it is
+        # told why it cannot (see unavailable_options) rather than silently ignored.
+        return Annotated[
+            str | None, Field(max_length=MAX_OPTION_CHARS, description=f"{help_text}. {_NONE}")
+        ]
+    listed = ", ".join(allowed)
+    return Annotated[
+        Literal[allowed] | None,
+        Field(description=f"{help_text}. One of: {listed}"),
+    ]
+
+
+def usable_options(app: Groove) -> list[SearchOption]:
+    """Plugin search options that can become parameters; clashing ones are logged, skipped."""
+    usable: list[SearchOption] = []
+    taken = set(CORE_SEARCH_PARAMS)
+    for option in app.plugins.search_options():
+        problem = None
+        if option.name in taken:
+            problem = "the name is already taken"
+        elif not option.name.isidentifier() or option.name.startswith("_"):
+            problem = "the name is not a valid parameter name"
+        elif option.type not in _OPTION_TYPES:
+            problem = f"unknown type {option.type!r}"
+        if problem:
+            _log.warning(
+                "search option skipped", option=option.name, plugin=option.plugin, reason=problem
+            )
+            continue
+        taken.add(option.name)
+        usable.append(option)
+    return usable

@@ -1,0 +1,168 @@
+"""groove_core's modules import one another without a cycle.
+
+Every import counts, including those inside functions and under ``TYPE_CHECKING``: a cycle
+that only a lazy import hides still ties the modules together (a change to one breaks the
+other's import order). Found with :mod:`ast`, without importing anything.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import groove_core
+
+PACKAGE = "groove_core"
+ROOT = Path(groove_core.__file__).resolve().parent
+
+
+def _modules() -> dict[str, Path]:
+    """Every module of the package by dotted name (a package by its ``__init__``)."""
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        found[".".join(parts)] = path
+    return found
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The module an ``ImportFrom`` names, relative imports resolved."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".")
+    # A package's relative imports start from the package itself, a module's from its parent.
+    drop = node.level - 1 if is_package else node.level
+    anchor = base[: len(base) - drop] if drop else base
+    return ".".join([*anchor, *([node.module] if node.module else [])])
+
+
+def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
+    """The package's modules that ``module`` imports, anywhere in its source."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    is_package = path.name == "__init__.py"
+    out: set[str] = set()
+
+    def add(name: str) -> None:
+        # `import a.b.c` imports a.b.c (its parents run first, but a package's __init__
+        # importing its own modules is not a cycle worth reporting).
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        if name:
+            out.add(name)
+
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            target = _absolute(node, module, is_package)
+            for alias in node.names:
+                # `from pkg import mod` imports the module pkg.mod when there is one.
+                sub = f"{target}.{alias.name}"
+                add(sub if sub in known else target)
+    out.discard(module)
+    return {m for m in out if m == PACKAGE or m.startswith(PACKAGE + ".")}
+
+
+def import_graph() -> dict[str, set[str]]:
+    modules = _modules()
+    known = set(modules)
+    return {name: imports_of(name, path, known) for name, path in modules.items()}
+
+
+def tangles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan): each module of
+    one can reach every other, so each lies on a cycle."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+    counter = 0
+
+    def visit(node: str) -> None:
+        nonlocal counter
+        index[node] = low[node] = counter
+        counter += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                on_stack.discard(top)
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                components.append(set(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return components
+
+
+def find_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle per tangle, as a path of modules."""
+    return [_cycle_in(graph, members) for members in tangles(graph)]
+
+
+def _cycle_in(graph: dict[str, set[str]], members: set[str]) -> list[str]:
+    """A shortest cycle through the component's first module, as a readable path."""
+    start = min(members)
+    paths = {start: [start]}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph[node] & members):
+            if nxt == start:
+                return [*paths[node], start]
+            if nxt not in paths:
+                paths[nxt] = [*paths[node], nxt]
+                queue.append(nxt)
+    return sorted(members)  # unreachable for a strongly connected component
+
+
+def test_the_graph_sees_every_kind_of_import(tmp_path: Path) -> None:
+    source = tmp_path / "groove_core" / "pkg"
+    source.mkdir(parents=True)
+    (source / "__init__.py").write_text("from . import a\n", encoding="utf-8")
+    (source / "a.py").write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from groove_core.pkg.b import B\n"
+        "def f():\n    from .c import x\n",
+        encoding="utf-8",
+    )
+    known = {"groove_core", "groove_core.pkg", "groove_core.pkg.a", "groove_core.pkg.b"}
+    known.add("groove_core.pkg.c")
+    assert imports_of("groove_core.pkg", source / "__init__.py", known) == {"groove_core.pkg.a"}
+    assert imports_of("groove_core.pkg.a", source / "a.py", known) == {
+        "groove_core.pkg.b",
+        "groove_core.pkg.c",
+    }
+
+
+def test_cycles_are_found_and_named() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert find_cycles(graph) == [["a", "b", "c", "a"]]
+    assert find_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_groove_core_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert len(graph) > 30  # the walk found the package
+    found = tangles(graph)
+    assert not found, "import cycles in groove_core:\n" + "\n".join(
+        " -> ".join(_cycle_in(graph, members))
+        + (f"\n  (modules tied in it: {', '.join(sorted(members))})" if len(members) > 2 else "")
+        for members in found
+    )
