@@ -29,7 +29,6 @@ from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
-    from groove_core.storage import IndexStore
 
 SCHEMA_VERSION = 3
 
@@ -1126,9 +1125,3 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     # 2 -> 3: links between notes (filled as files are indexed again).
     2: links.migrate_add_links_table,
 }
-
-
-def _satisfies_index_store(store: Store) -> IndexStore:
-    """Never called: mypy checks here that the SQLite store implements the protocols the
-    search reads and the indexer writes through (docs/storage-backends.md)."""
-    return store

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from groove_core.embedding import Embedder
     from groove_core.mcp.tool_app import ToolApp
     from groove_core.models import SearchResponse
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 T = TypeVar("T")
 
@@ -156,7 +156,7 @@ class ServedApp:
         return self._app.config
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SearchStore:
         return self._app.store
 
     @property

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.models import SearchResponse
-    from groove_core.store import Store
+    from groove_core.storage import SearchStore
 
 
 class ToolApp(Protocol):
@@ -35,7 +35,7 @@ class ToolApp(Protocol):
         ...
 
     @property
-    def store(self) -> Store:
+    def store(self) -> SearchStore:
         """This worker thread's open index (its own SQLite connection)."""
         ...
 

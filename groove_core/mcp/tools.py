@@ -42,7 +42,6 @@ from groove_core.mcp.kb_files import (
 )
 from groove_core.mcp.schemas import DOCUMENT_LINKS, ChangesOut, EmbedderOut, StatusOut
 from groove_core.query import QueryError
-from groove_core.store import classify_error, sqlite_errors
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -112,10 +111,10 @@ def as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[...
             message = f"invalid argument: {err}"
         except OSError as err:
             message = f"cannot read the knowledge base: {err.strerror or err}"
-        except sqlite_errors() as err:
+        except app.backend.errors() as err:
             # The tools' statements are groove's own: an error that is not the environment's
             # means a damaged index, which doctor --repair rebuilds.
-            message = str(classify_error(err, app.index_label, f"running {name}", suspect=True))
+            message = str(app.backend.classify(err, f"running {name}", suspect=True))
         except Exception as err:
             _log.exception("tool failed", tool=name)
             message = (
