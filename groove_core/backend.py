@@ -73,6 +73,9 @@ class IndexBackend(Protocol):
     name: str
     #: How messages name the index: "index.sqlite", "postgres db groove, KB notes".
     label: str
+    #: How many searches at once ``groove serve`` runs by default (its reader threads,
+    #: each with a connection of its own): what the engine serves well side by side.
+    readers: int
 
     def exists(self) -> bool:
         """Whether an index has been built (searching needs one)."""

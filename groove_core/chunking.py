@@ -1,4 +1,4 @@
-"""Heading-aware Markdown chunking (SPEC P10).
+"""Heading-aware Markdown chunking (docs/retrieval-pipeline.md, "Indexing").
 
 A document becomes a sequence of chunks, one per section (a heading and the text up to the
 next heading of any level), with oversized sections split on a token budget. Every chunk's
@@ -173,7 +173,7 @@ _CJK_CHARS = re.compile(
 
 
 def estimate_tokens(text: str, cjk_char_tokens: float = CJK_CHAR_TOKENS) -> int:
-    """The indexer's token estimate, 0 for ``""``: ``ceil(len(text) / 4)`` (SPEC P6) with
+    """The indexer's token estimate, 0 for ``""``: the seed's ``ceil(len(text) / 4)``, with
     each CJK character counted as ``cjk_char_tokens`` instead of a quarter token."""
     cjk = len(_CJK_CHARS.findall(text)) if cjk_char_tokens != 0.25 else 0
     return math.ceil((len(text) + cjk * (4 * cjk_char_tokens - 1)) / 4 - 1e-9)

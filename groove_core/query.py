@@ -1,4 +1,4 @@
-"""Query compilation: the user's query string → an FTS5 MATCH expression (SPEC P2).
+"""Query compilation: the user's query string → an FTS5 MATCH expression (docs/query-syntax.md).
 
 The query is never handed to FTS5 as is. It is compiled into quoted phrases joined with
 ``OR`` (and ``NOT`` for exclusions), so nothing a user types can become FTS5 syntax, and a
@@ -31,8 +31,9 @@ __all__ = [
 ]
 
 MAX_PHRASES = 32
-"""Per-polarity cap. FTS cost is roughly linear in the phrase count (SPEC P3), so this is
-the knob that bounds the worst case; realistic queries use well under half of it."""
+"""Per-polarity cap. FTS cost is roughly linear in the phrase count (docs/retrieval-
+pipeline.md, "Cost notes"), so this is the knob that bounds the worst case; realistic
+queries use well under half of it."""
 
 MAX_QUERY_CHARS = 2_000
 """The longest query that is compiled at all, in characters, checked before anything else.
@@ -358,7 +359,7 @@ def _collapse(text: str) -> str:
 
 
 def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
-    """Compile a user query (SPEC P2).
+    """Compile a user query (docs/query-syntax.md).
 
     Raises QueryError when the query has exclusions and nothing else, since running it
     would return "everything except X", which is never what a search means, and when it is

@@ -1,4 +1,5 @@
-"""Golden snapshot of the baseline search output (SPEC: optional stages off ⇒ bit-identical).
+"""Golden snapshot of the baseline search output (optional stages off ⇒
+bit-identical; docs/retrieval-pipeline.md).
 
 ``groove search --json`` over a small fixed KB (``hashing`` embedder) for a fixed query set
 must be byte-equal to ``tests/snapshots/baseline_search.json`` whether the optional stage

@@ -1,4 +1,5 @@
-"""Performance guards of the lexical leg (SPEC P3): ratios measured in one run, never ms.
+"""Performance guards of the lexical leg (docs/retrieval-pipeline.md, "Cost notes"):
+ratios measured in one run, never ms.
 
 Worst case: every phrase matches every row, so bm25 scores every row before LIMIT.
 """

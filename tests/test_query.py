@@ -1,4 +1,4 @@
-"""Query compilation (SPEC P2): every example in the spec and the seed, pinned exactly."""
+"""Query compilation (docs/query-syntax.md): every example of the design, pinned exactly."""
 
 from __future__ import annotations
 

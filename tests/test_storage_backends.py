@@ -52,7 +52,7 @@ def test_the_store_backend_key_picks_a_plugins_backend(tmp_path: Path) -> None:
 def test_sqlite_is_the_default_and_is_provided_like_any_backend(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG)
     app = Groove.open(kb, entry_points=False)
-    assert app.backend.name == "sqlite"
+    assert (app.backend.name, app.backend.readers) == ("sqlite", 2)
     assert app.plugins.backend_specs()["sqlite"].plugin == "sqlite"
     app.index()
     assert app.index_file.exists() and app.index_label == ".groove/index.sqlite"

@@ -84,7 +84,8 @@ class FTSLeg:
         if ctx.query.fts_skipped or expr is None:
             return LegResult("fts", (), {"skipped": True})
         meta: dict[str, Any] = {}
-        # bm25 scores every row an expression matches before its LIMIT (SPEC P3), so a
+        # bm25 scores every row an expression matches before its LIMIT
+        # (docs/retrieval-pipeline.md, "Cost notes"), so a
         # phrase such as "している" or "the", in a third of a corpus, costs most of the
         # leg's time while its IDF (near zero) hardly moves the ranking; the query's rare
         # phrases still find the rows (docs/benchmarks.md, "FTS at scale").

@@ -30,6 +30,9 @@ class SqliteBackend:
     """One KB's index in one SQLite file (``[index] path``, by default .groove/index.sqlite)."""
 
     name = NAME
+    #: Each reader connection holds its own copy of the vector matrix (~216 MiB at 100k
+    #: chunks), and two readers already keep both cores of a laptop busy (docs/benchmarks.md).
+    readers = 2
 
     def __init__(self, path: Path, label: str) -> None:
         self.path, self.label = path, label

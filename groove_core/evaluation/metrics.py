@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-#: Cutoffs reported for recall; MRR and nDCG are cut at 10, as SPEC P9 reads them.
+#: Cutoffs reported for recall; MRR and nDCG are cut at 10 (docs/eval.md, "What is measured").
 RECALL_CUTOFFS = (1, 5, 10)
 DEPTH = 10
 METRIC_NAMES = ("recall@1", "recall@5", "recall@10", "mrr@10", "ndcg@10", "hit@10")

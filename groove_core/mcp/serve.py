@@ -106,10 +106,10 @@ class HttpOptions:
 @click.option(
     "--readers",
     type=click.IntRange(1, 64),
-    default=DEFAULT_READERS,
-    show_default=True,
+    default=None,
     help="Worker threads answering tool calls, each with its own index connection: searches "
-    "from several clients run in parallel.",
+    f"from several clients run in parallel. Default: the storage backend's ({DEFAULT_READERS} "
+    "for SQLite, the connection pool's size for PostgreSQL).",
 )
 @click.option(
     "--watch",
@@ -136,7 +136,7 @@ def serve_cmd(
     max_connections: int,
     read_timeout: float,
     max_response_chars: int,
-    readers: int,
+    readers: int | None,
     watch: bool,
     log_level: str,
 ) -> None:
@@ -178,7 +178,7 @@ def _serve(
     transport: str,
     http: HttpOptions,
     max_chars: int,
-    readers: int,
+    readers: int | None,
     watch: bool,
     log_level: str,
 ) -> None:

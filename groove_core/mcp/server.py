@@ -44,7 +44,7 @@ from groove_core.mcp.schemas import (
     unavailable_options,
     usable_options,
 )
-from groove_core.mcp.threads import DEFAULT_READERS, GrooveThread, add_plugin_tools, server_app
+from groove_core.mcp.threads import GrooveThread, add_plugin_tools, server_app
 from groove_core.mcp.tools import Tools, as_tool_errors
 
 if TYPE_CHECKING:
@@ -137,13 +137,14 @@ def build_mcp_server(
     app: Groove | Sequence[NamedKb],
     *,
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
-    readers: int = DEFAULT_READERS,
+    readers: int | None = None,
 ) -> MCPServer:
     """An MCP server for ``app``'s knowledge base with the tools of every enabled plugin;
     given several named KBs, one server for all of them (see :mod:`groove_core.mcp.several`).
 
     ``max_response_chars`` caps the JSON text of each built-in tool's response; ``readers``
-    is the number of worker threads (each with its own index connection).
+    is the number of worker threads (each with its own index connection), by default the
+    storage backend's (``IndexBackend.readers``).
     """
     if max_response_chars < MIN_RESPONSE_CHARS:
         raise ValueError(
@@ -157,7 +158,7 @@ def build_mcp_server(
             return build_several_server(kbs, max_response_chars)
         app = kbs[0].app
     own = server_app(app)
-    thread = GrooveThread(readers)
+    thread = GrooveThread(app.backend.readers if readers is None else readers)
     server: MCPServer = MCPServer("groove", version=__version__, instructions=INSTRUCTIONS)
     options = usable_options(own)
     tools = Tools(own, max_response_chars, [o.name for o in options])

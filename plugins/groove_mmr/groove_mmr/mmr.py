@@ -1,4 +1,5 @@
-"""Greedy Maximal Marginal Relevance over a scored candidate pool (SPEC P5).
+"""Greedy Maximal Marginal Relevance over a scored candidate pool (docs/retrieval-
+pipeline.md, stage 3).
 
 Pure numpy, no groove types: the plugin maps hits to arrays and back, so the selection
 rule can be tested on hand-made vectors.

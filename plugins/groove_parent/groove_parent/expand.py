@@ -1,4 +1,5 @@
-"""Which neighbouring chunks a hit's content grows into, and how they are joined (SPEC P6).
+"""Which neighbouring chunks a hit's content grows into, and how they are joined
+(docs/retrieval-pipeline.md, stage 4).
 
 Pure functions over a document's chunks in order; the plugin reads them from the index.
 

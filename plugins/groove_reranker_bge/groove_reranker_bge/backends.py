@@ -5,7 +5,8 @@ every ``groove`` start), and torch + transformers take seconds to import. The li
 imported inside the loaders, when a rerank first runs.
 
 Both backends return the model's raw logit per (query, passage) pair — no sigmoid — so the
-``score`` of a reranked hit is the reranker's raw score (SPEC P4) whichever library runs it.
+``score`` of a reranked hit is the reranker's raw score (docs/retrieval-pipeline.md)
+whichever library runs it.
 """
 
 from __future__ import annotations
@@ -228,7 +229,7 @@ def _sentence_transformers(key: ModelKey) -> Predict:
         device=key.device,
         max_length=key.max_length,
         trust_remote_code=key.trust_remote_code,
-        # CrossEncoder applies a sigmoid to one-label models by default; SPEC P4 wants the
+        # CrossEncoder applies a sigmoid to one-label models by default; the pipeline wants the
         # raw score (BGE logits, roughly -10..10).
         activation_fn=torch.nn.Identity(),
     )

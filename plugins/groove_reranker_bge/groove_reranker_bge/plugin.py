@@ -1,4 +1,5 @@
-"""The ``reranker`` plugin: stage 2 of the pipeline, cross-encoder reranking (SPEC P4).
+"""The ``reranker`` plugin: stage 2 of the pipeline, cross-encoder reranking
+(docs/retrieval-pipeline.md, stage 2).
 
 Registered through the ``groove`` entry point ``reranker``. Which model runs comes from the
 top-level ``reranker`` key it owns (obeying ``rerank_by_default``) or, for one query, from

@@ -1,5 +1,5 @@
 """The pure parts: scoring within a time budget, the merge of scored and unscored hits,
-the pool sizes of SPEC P4. A fake clock makes every budget decision exact."""
+the pool sizes of docs/retrieval-pipeline.md. A fake clock makes every budget decision exact."""
 
 from __future__ import annotations
 
