@@ -139,7 +139,7 @@ def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     file = resolve_markdown(app, path)
     lines = read_text(app, file).splitlines(keepends=True)
     first, last = check_range(first, max(len(lines), 1) if last is None else last, len(lines))
-    indexed = indexed_document(app, file.rel) if app.index_file.exists() else None
+    indexed = indexed_document(app, file.rel) if app.backend.exists() else None
     if indexed is not None and target.chunk_id is None and target.start is not None:
         heading_path = heading_path_at(app, indexed.doc_id, first)
     return {

@@ -227,7 +227,7 @@ def _serve(
 
             # Its own connection on its own thread; searches keep reading through WAL.
             Watcher(app).start()
-        elif not app.index_file.exists():
+        elif not app.backend.exists():
             log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(app.kb))
     server = build_mcp_server(served, max_response_chars=max_chars, readers=readers)
     kb = ", ".join(str(app.kb) for app in apps)
