@@ -1,22 +1,33 @@
 """The ``postgres`` plugin, registered through the ``groove`` entry point ``postgres``.
 
-For now it declares its settings section (``[plugin.postgres]``); the hook through which it
-will provide the index backend is part of the core's backend contract (issue #17), which
-is not in the core yet. Until then loading the plugin changes nothing for SQLite users.
+It adds its keys to the core's ``[store]`` table (``dsn``, ``password_env``, ``kb``,
+``schema``, the pool and HNSW knobs; groove_postgres/settings.py) and provides the storage
+backend ``postgres`` (groove_postgres/backend.py), which ``[store] backend = "postgres"``
+selects. Nothing here imports psycopg: SQLite users pay nothing for the plugin.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from groove_core.backend import BackendSpec
+from groove_core.config import ConfigSection
 from groove_core.hookspecs import hookimpl
-
-if TYPE_CHECKING:
-    from pydantic import BaseModel
 
 
 @hookimpl
-def groove_config_schema() -> type[BaseModel]:
+def groove_config_sections() -> list[ConfigSection]:
     from groove_postgres.settings import PostgresSettings
 
-    return PostgresSettings
+    return [ConfigSection("store", PostgresSettings)]
+
+
+@hookimpl
+def groove_storage_backends() -> list[BackendSpec]:
+    from groove_postgres.backend import NAME, factory
+
+    return [
+        BackendSpec(
+            NAME,
+            factory,
+            "PostgreSQL with pgvector and pg_trgm: several KBs, people and agents share one server",
+        )
+    ]

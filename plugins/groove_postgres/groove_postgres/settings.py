@@ -29,7 +29,7 @@ class SettingsError(ValueError):
 
 
 class PostgresSettings(BaseModel):
-    """``[plugin.postgres]`` (to become ``[store]`` once the core's backend setting exists)."""
+    """The keys the plugin adds to ``[store]`` (used when ``[store] backend = "postgres"``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -131,11 +131,11 @@ def connect_kwargs(settings: PostgresSettings) -> dict[str, Any]:
         conninfo_to_dict(settings.dsn)
     except Exception:
         raise SettingsError(
-            f"[plugin.postgres] dsn is not a valid libpq connection string or URI: {shown!r}"
+            f"[store] dsn is not a valid libpq connection string or URI: {shown!r}"
         ) from None
     if _password_of(settings.dsn) is not None:
         raise SettingsError(
-            f"[plugin.postgres] dsn carries a password ({shown!r}); remove it and name an "
+            f"[store] dsn carries a password ({shown!r}); remove it and name an "
             "environment variable in password_env, or use ~/.pgpass or a pg_service.conf service"
         )
     extra: dict[str, Any] = {"connect_timeout": settings.connect_timeout}
@@ -143,7 +143,7 @@ def connect_kwargs(settings: PostgresSettings) -> dict[str, Any]:
         value = os.environ.get(settings.password_env)
         if value is None:
             raise SettingsError(
-                f"[plugin.postgres] password_env names {settings.password_env!r}, which is "
+                f"[store] password_env names {settings.password_env!r}, which is "
                 "not set in the environment"
             )
         extra["password"] = value

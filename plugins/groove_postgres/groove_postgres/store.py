@@ -1,24 +1,33 @@
-"""The index on PostgreSQL: schema, connect-time checks and :class:`PostgresStore`.
+"""The index on PostgreSQL: schema, connect-time checks, :class:`Database` and
+:class:`PostgresStore`.
 
-The method names and return shapes mirror ``groove_core.store.Store`` (the SQLite index,
-docs/adr/0001-one-sqlite-file-per-knowledge-base.md) so the store can stand behind the
-core's backend contract. What differs:
+The store satisfies the core's ``IndexStore`` protocol (groove_core/storage.py) with the
+same answers as the SQLite store (``groove_core.store.Store``); what differs:
 
 * Several knowledge bases share one database: every table carries ``kb`` (a row of
-  ``kbs``), every statement is scoped to this store's KB.
+  ``kbs``), every statement is scoped to this store's KB. A KB's name may have a ``live``
+  row (what searches read), a ``staging`` one (a rebuild or re-embed in progress) and
+  ``retired`` ones (replaced, being deleted): a rebuild swaps staging for live in one
+  transaction (``groove_postgres.backend``).
 * The lexical leg is a pg_trgm GIN index plus bm25 statistics kept by groove
-  (``groove_postgres.lexical``); the vector leg is pgvector HNSW (L2, as sqlite-vec), one
-  partial index per KB because each KB has its own embedder dimension.
+  (``groove_postgres.lexical``); the word leg a GIN index over each chunk's tokens with
+  its own statistics (``groove_postgres.wordleg``); the vector leg is pgvector HNSW (L2,
+  as sqlite-vec), one partial index per KB because each KB has its own embedder dimension.
 * Writes take a transaction-scoped advisory lock keyed by the KB; an index run takes a
-  session-scoped one (:meth:`PostgresStore.run_lock`), so two runs on one KB queue.
-* Reads and writes borrow connections from a psycopg pool, so searches run concurrently.
+  session-scoped one keyed by the KB's name (:meth:`Database.run_lock`), so two runs queue.
+* Reads and writes borrow connections from a psycopg pool that every store of one
+  :class:`Database` shares, so searches on several threads run concurrently.
+* Every psycopg error leaves a store as a ``StoreError`` told apart by
+  ``groove_postgres.errors`` (damage, environment, neither), its message without secrets.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +35,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from groove_core import links as core_links
 from groove_core.query import normalize
+from groove_core.rows import (
+    Backlink,
+    ChunkRow,
+    DocumentChunkRow,
+    DocumentRow,
+    Links,
+    OutgoingLink,
+)
 from groove_core.store import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,
@@ -35,7 +53,8 @@ from groove_core.store import (
     NewDocument,
     StoreError,
 )
-from groove_postgres import lexical
+from groove_postgres import lexical, wordleg
+from groove_postgres.errors import classify, pg_errors
 from groove_postgres.settings import PostgresSettings, SettingsError, connect_kwargs, scrub
 
 if TYPE_CHECKING:
@@ -43,8 +62,15 @@ if TYPE_CHECKING:
     from psycopg_pool import ConnectionPool
 
     from groove_core.chunking import Chunk
+    from groove_core.storage import IndexStore
 
-__all__ = ["MIN_SERVER_VERSION", "SCHEMA_VERSION", "PostgresStore", "PostgresStoreError"]
+__all__ = [
+    "MIN_SERVER_VERSION",
+    "SCHEMA_VERSION",
+    "Database",
+    "PostgresStore",
+    "PostgresStoreError",
+]
 
 SCHEMA_VERSION = 1
 #: regexp_count (overlapping phrase counts) is PostgreSQL 15+; pgvector 0.8 needs 13+.
@@ -52,12 +78,17 @@ MIN_SERVER_VERSION = 150000
 #: Text whose trigrams a UTF-8 database with a usable character classification yields.
 TRIGRAM_PROBE = "日本語の文章"
 #: Advisory lock namespaces (the first key of pg_advisory_lock(int, int)); the second
-#: key is the KB's id (0 for the schema).
+#: key is the KB's id (writes), a hash of its name (runs) or 0/1 (schema, extensions).
 LOCK_SCHEMA = 0x67727630  # 'grv0'
 LOCK_RUN = 0x67727631
 LOCK_WRITE = 0x67727632
 #: Up to this many allowed chunks, a filtered KNN is an exact scan of just those rows.
 EXACT_KNN_MAX_ROWS = 20_000
+#: Candidates fetched beyond k, so that a near-tie at the k-th place is ranked as SQLite
+#: ranks it (PostgreSQL's distances are doubles, sqlite-vec's float32).
+KNN_MARGIN = 32
+#: The states of a KB's row in ``kbs``.
+LIVE, STAGING, RETIRED = "live", "staging", "retired"
 
 
 class PostgresStoreError(StoreError):
@@ -71,9 +102,13 @@ def _schema_sql(s: str) -> list[str]:
         f"CREATE TABLE IF NOT EXISTS {s}.info (key text PRIMARY KEY, value text NOT NULL)",
         f"""CREATE TABLE IF NOT EXISTS {s}.kbs (
             id integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-            name text NOT NULL UNIQUE,
+            name text NOT NULL,
+            state text NOT NULL DEFAULT 'live' CHECK (state IN ('live', 'staging', 'retired')),
             nrow bigint NOT NULL DEFAULT 0,
-            ntok bigint NOT NULL DEFAULT 0)""",
+            ntok bigint NOT NULL DEFAULT 0,
+            wtok bigint NOT NULL DEFAULT 0)""",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS kbs_live ON {s}.kbs(name) WHERE state = 'live'",
+        f"CREATE UNIQUE INDEX IF NOT EXISTS kbs_staging ON {s}.kbs(name) WHERE state = 'staging'",
         f"""CREATE TABLE IF NOT EXISTS {s}.meta (
             kb integer NOT NULL REFERENCES {s}.kbs(id) ON DELETE CASCADE,
             key text NOT NULL,
@@ -114,19 +149,30 @@ def _schema_sql(s: str) -> list[str]:
             heading_n text NOT NULL,
             context_n text NOT NULL,
             content_n text NOT NULL,
-            ntok integer NOT NULL)""",
+            ntok integer NOT NULL,
+            heading_w text NOT NULL,
+            context_w text NOT NULL,
+            content_w text NOT NULL,
+            wterms text[] NOT NULL,
+            wtok integer NOT NULL)""",
         f"CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks(doc_id, ordinal)",
         f"CREATE INDEX IF NOT EXISTS chunks_kb ON {s}.chunks(kb, id)",
         f"CREATE INDEX IF NOT EXISTS chunks_trgm ON {s}.chunks USING gin (({_TEXT}) gin_trgm_ops)",
+        f"CREATE INDEX IF NOT EXISTS chunks_words ON {s}.chunks USING gin (wterms)",
         f"""CREATE TABLE IF NOT EXISTS {s}.vectors (
             chunk_id bigint PRIMARY KEY REFERENCES {s}.chunks(id) ON DELETE CASCADE,
             kb integer NOT NULL,
             embedding vector NOT NULL)""",
         f"""CREATE TABLE IF NOT EXISTS {s}.trigram_df (
-            kb integer NOT NULL,
+            kb integer NOT NULL REFERENCES {s}.kbs(id) ON DELETE CASCADE,
             tri text NOT NULL,
             df integer NOT NULL,
             PRIMARY KEY (kb, tri))""",
+        f"""CREATE TABLE IF NOT EXISTS {s}.word_df (
+            kb integer NOT NULL REFERENCES {s}.kbs(id) ON DELETE CASCADE,
+            term text NOT NULL,
+            df integer NOT NULL,
+            PRIMARY KEY (kb, term))""",
         f"""CREATE TABLE IF NOT EXISTS {s}.links (
             doc_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
             kb integer NOT NULL,
@@ -159,60 +205,149 @@ def _as_array(value: Any) -> np.ndarray:
     return np.asarray(to_numpy() if to_numpy else value, dtype=np.float32)
 
 
+def _l2_float32(vectors: np.ndarray, query: np.ndarray) -> np.ndarray:
+    """L2 distances as sqlite-vec computes them: float32 squares summed one dimension
+    after the other (``cumsum`` is sequential), then the square root, in float32."""
+    diff = (vectors - query).astype(np.float32)
+    squared = np.cumsum(diff * diff, axis=1, dtype=np.float32)[:, -1]
+    return np.sqrt(squared).astype(np.float32).astype(np.float64)
+
+
 def _pg_text(text: str) -> str:
     """PostgreSQL text cannot hold NUL: it is stored as U+FFFD."""
     return text.replace("\x00", "\ufffd")
 
 
-class PostgresStore:
-    """One knowledge base's index in a PostgreSQL database.
+def _tuple(text: str) -> tuple[str, ...]:
+    return tuple(str(v) for v in json.loads(text))
 
-    Construct with :meth:`open` (search: the KB must exist) or :meth:`create` (indexing:
-    creates the schema and the KB's row as needed). ``label`` names the index in messages.
-    """
 
-    def __init__(
-        self, pool: ConnectionPool[Any], settings: PostgresSettings, kb_id: int, label: str
-    ) -> None:
-        self.pool = pool
+# -- the database: checks, schema, pool, locks ---------------------------------------------------
+
+
+class Database:
+    """One PostgreSQL database as groove uses it with one set of settings: checked and
+    given groove's schema on first use, one connection pool shared by every store opened
+    on it (a store per thread), and the advisory locks of index runs."""
+
+    def __init__(self, settings: PostgresSettings, label: str) -> None:
         self.settings = settings
-        self.kb_id = kb_id
         self.label = label
-        self._s = settings.db_schema
-        self._local = threading.local()
+        self.s = settings.db_schema
+        self._lock = threading.Lock()
+        self._pool: ConnectionPool[Any] | None = None
+        self._checked = False
+        self._closed = False
+        atexit.register(_close_at_exit, weakref.ref(self))
 
-    # -- opening -------------------------------------------------------------------------
+    def error(self, err: BaseException, doing: str, outcome: str = "") -> StoreError:
+        return classify(err, self.settings, self.label, doing, outcome)
 
-    @classmethod
-    def open(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
-        """Open an existing KB's index for searching."""
-        return cls._connect(settings, kb, label, create=False)
-
-    @classmethod
-    def create(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
-        """Open the KB's index for writing, creating the schema and the KB as needed."""
-        return cls._connect(settings, kb, label, create=True)
-
-    @classmethod
-    def _connect(
-        cls, settings: PostgresSettings, kb: str, label: str | None, *, create: bool
-    ) -> PostgresStore:
-        import psycopg
-        from psycopg_pool import ConnectionPool
-
-        shown = label or f"'{kb}' (PostgreSQL)"
+    def _params(self) -> dict[str, Any]:
         try:
-            params = connect_kwargs(settings)
+            return connect_kwargs(self.settings)
         except SettingsError as err:
             raise PostgresStoreError(str(err)) from None
+
+    @contextmanager
+    def direct(self, *, autocommit: bool = False) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of its own, outside the pool (checks, the run lock); psycopg errors
+        leave it classified."""
+        import psycopg
+
+        params = self._params()
         try:
-            with psycopg.connect(params["conninfo"], **params["kwargs"]) as conn:
-                _check_server(conn, settings)
-                kb_id = _ensure_schema(conn, settings, kb, create=create, label=shown)
-        except psycopg.Error as err:
+            with psycopg.connect(
+                params["conninfo"], autocommit=autocommit, **params["kwargs"]
+            ) as conn:
+                yield conn
+        except pg_errors() as err:
+            raise self.error(err, "connecting to") from None
+
+    def check(self) -> None:
+        """The server, database, extensions and locale checks, once per Database."""
+        if self._checked:
+            return
+        with self.direct() as conn:
+            _check_server(conn, self.settings)
+        self._checked = True
+
+    def schema_exists(self, conn: psycopg.Connection[Any]) -> bool:
+        row = conn.execute("SELECT to_regclass(%s)", (f"{self.s}.info",)).fetchone()
+        return row is not None and row[0] is not None
+
+    def ensure_schema(self) -> None:
+        """Create groove's schema when missing; refuse one of another version."""
+        self.check()
+        with self.direct() as conn, conn.transaction():
+            if not self.schema_exists(conn):
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SCHEMA,))
+                for statement in _schema_sql(self.s):
+                    conn.execute(statement)
+                conn.execute(
+                    f"INSERT INTO {self.s}.info(key, value) VALUES ('schema_version', %s) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (str(SCHEMA_VERSION),),
+                )
+            self._check_version(conn)
+
+    def _check_version(self, conn: psycopg.Connection[Any]) -> None:
+        found = conn.execute(
+            f"SELECT value FROM {self.s}.info WHERE key = 'schema_version'"
+        ).fetchone()
+        version = int(found[0]) if found else 0
+        if version != SCHEMA_VERSION:
+            newer = version > SCHEMA_VERSION
             raise PostgresStoreError(
-                f"connecting to the index {shown} failed: {scrub(str(err).strip(), settings)}"
-            ) from None
+                f"the index schema {self.s!r} has version {version}, "
+                + (
+                    f"newer than this groove-postgres ({SCHEMA_VERSION}): upgrade it"
+                    if newer
+                    else f"which this groove-postgres ({SCHEMA_VERSION}) cannot migrate"
+                )
+            )
+
+    def kb_id(self, name: str, state: str = LIVE, *, create: bool = False) -> int | None:
+        """The id of KB ``name``'s row in ``state``; with ``create`` made (with the schema)
+        when missing, else None when there is none."""
+        if create:
+            self.ensure_schema()
+        else:
+            self.check()
+        with self.direct() as conn, conn.transaction():
+            if not self.schema_exists(conn):
+                return None
+            self._check_version(conn)
+            row = conn.execute(
+                f"SELECT id FROM {self.s}.kbs WHERE name = %s AND state = %s", (name, state)
+            ).fetchone()
+            if row is None and create:
+                conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (LOCK_SCHEMA,))
+                row = conn.execute(
+                    f"SELECT id FROM {self.s}.kbs WHERE name = %s AND state = %s", (name, state)
+                ).fetchone()
+                if row is None:
+                    row = conn.execute(
+                        f"INSERT INTO {self.s}.kbs(name, state) VALUES (%s, %s) RETURNING id",
+                        (name, state),
+                    ).fetchone()
+        return None if row is None else int(row[0])
+
+    @property
+    def pool(self) -> ConnectionPool[Any]:
+        """The shared pool, opened on first use (after the checks)."""
+        with self._lock:
+            if self._pool is None:
+                if self._closed:
+                    raise PostgresStoreError(f"the connections to {self.label} were closed")
+                self.check()
+                self._pool = self._open_pool()
+            return self._pool
+
+    def _open_pool(self) -> ConnectionPool[Any]:
+        from psycopg_pool import ConnectionPool
+
+        params = self._params()
 
         def configure(conn: psycopg.Connection[Any]) -> None:
             from pgvector.psycopg import register_vector
@@ -223,23 +358,125 @@ class PostgresStore:
         pool: ConnectionPool[Any] = ConnectionPool(
             params["conninfo"],
             kwargs=params["kwargs"],
-            min_size=settings.pool_min,
-            max_size=settings.pool_max,
+            min_size=self.settings.pool_min,
+            max_size=self.settings.pool_max,
             configure=configure,
             open=False,
-            name=f"groove-{kb}",
+            timeout=float(max(self.settings.connect_timeout, 30)),
+            name="groove",
         )
         try:
-            pool.open(wait=settings.pool_min > 0, timeout=float(settings.connect_timeout))
+            pool.open(wait=self.settings.pool_min > 0, timeout=float(self.settings.connect_timeout))
         except Exception as err:
             pool.close()
             raise PostgresStoreError(
-                f"opening the connection pool of {shown} failed: {scrub(str(err), settings)}"
+                f"opening the connection pool of {self.label} failed: "
+                f"{scrub(str(err), self.settings)}"
             ) from None
-        return cls(pool, settings, kb_id, shown)
+        return pool
 
     def close(self) -> None:
-        self.pool.close()
+        with self._lock:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.close()
+
+    # -- index-run locks ------------------------------------------------------------------
+
+    @contextmanager
+    def run_lock(self, name: str, *, wait: bool = True) -> Iterator[bool]:
+        """Hold KB ``name``'s index-run lock (a session advisory lock on a connection of
+        its own, released with it even when the process is killed) for the block; two runs
+        of one KB queue here, runs of other KBs do not. With ``wait=False`` yields False at
+        once when another run holds it."""
+        key = f"{self.s}/{name}"
+        with self.direct(autocommit=True) as conn:
+            if wait:
+                conn.execute("SELECT pg_advisory_lock(%s, hashtext(%s))", (LOCK_RUN, key))
+                got = True
+            else:
+                row = conn.execute(
+                    "SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_RUN, key)
+                ).fetchone()
+                got = bool(row and row[0])
+            yield got  # the lock goes with the connection
+
+
+def _close_at_exit(ref: weakref.ref[Database]) -> None:
+    """Close a database's pool at exit (its connections end cleanly on the server)."""
+    db = ref()
+    if db is not None:
+        db.close()
+
+
+# -- the store --------------------------------------------------------------------------------
+
+
+class PostgresStore:
+    """One knowledge base's index in a PostgreSQL database, for one thread at a time.
+
+    The backend (``groove_postgres.backend``) opens stores on its :class:`Database`;
+    :meth:`open` and :meth:`create` make a store with a database of its own (closed with
+    the store), for scripts and tests. ``label`` names the index in messages.
+    """
+
+    def __init__(self, db: Database, kb_id: int, kb_name: str, *, owns_db: bool = False) -> None:
+        self.db = db
+        self.settings = db.settings
+        self.kb_id = kb_id
+        self.kb_name = kb_name
+        self.label = db.label
+        self._s = db.s
+        self._owns_db = owns_db
+        self._local = threading.local()
+        self._identity: tuple[str, int] | None = None
+
+    # -- opening -------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
+        """Open an existing KB's index for searching."""
+        return cls._standalone(settings, kb, label, create=False)
+
+    @classmethod
+    def create(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
+        """Open the KB's index for writing, creating the schema and the KB as needed."""
+        return cls._standalone(settings, kb, label, create=True)
+
+    @classmethod
+    def _standalone(
+        cls, settings: PostgresSettings, kb: str, label: str | None, *, create: bool
+    ) -> PostgresStore:
+        db = Database(settings, label or f"'{kb}' (PostgreSQL)")
+        try:
+            kb_id = db.kb_id(kb, create=create)
+            if kb_id is None:
+                raise PostgresStoreError(
+                    f"no index {db.label} in this database: run 'groove index' on the "
+                    "knowledge base first"
+                )
+        except BaseException:
+            db.close()
+            raise
+        return cls(db, kb_id, kb, owns_db=True)
+
+    @property
+    def pool(self) -> ConnectionPool[Any]:
+        return self.db.pool
+
+    def close(self) -> None:
+        """Release this store; the database's pool stays for the other stores unless
+        this store owns it."""
+        if self._owns_db:
+            self.db.close()
+
+    @property
+    def in_transaction(self) -> bool:
+        return getattr(self._local, "conn", None) is not None
+
+    def _error(self, err: BaseException, doing: str) -> StoreError:
+        return classify(err, self.settings, self.label, doing, suspect=True)
 
     # -- connections and transactions ------------------------------------------------------
 
@@ -251,8 +488,12 @@ class PostgresStore:
         if pinned is not None:
             yield pinned
             return
-        with self.pool.connection() as conn:
-            yield conn
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except pg_errors() as err:
+            # Chained (never shown: the CLI prints the message) so a backend can say more.
+            raise self._error(err, "reading") from err
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg.Connection[Any]]:
@@ -260,13 +501,16 @@ class PostgresStore:
         if getattr(self._local, "conn", None) is not None:
             yield self._local.conn
             return
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_WRITE, self.kb_id))
-            self._local.conn = conn
-            try:
-                yield conn
-            finally:
-                self._local.conn = None
+        try:
+            with self.pool.connection() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_WRITE, self.kb_id))
+                self._local.conn = conn
+                try:
+                    yield conn
+                finally:
+                    self._local.conn = None
+        except pg_errors() as err:
+            raise self._error(err, "writing") from err
 
     @contextmanager
     def snapshot(self) -> Iterator[None]:
@@ -275,37 +519,23 @@ class PostgresStore:
         if getattr(self._local, "conn", None) is not None:
             yield
             return
-        with self.pool.connection() as conn:
-            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-            self._local.conn = conn
-            try:
-                yield
-            finally:
-                self._local.conn = None
+        try:
+            with self.pool.connection() as conn:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                self._local.conn = conn
+                try:
+                    yield
+                finally:
+                    self._local.conn = None
+        except pg_errors() as err:
+            # Chained (never shown: the CLI prints the message) so a backend can say more.
+            raise self._error(err, "reading") from err
 
     @contextmanager
     def run_lock(self, *, wait: bool = True) -> Iterator[bool]:
-        """Hold the KB's index-run lock (session advisory lock on a dedicated
-        connection) for the block; two index runs of one KB queue here. With
-        ``wait=False`` yields False at once when another run holds it."""
-        with self.pool.connection() as conn:
-            conn.autocommit = True
-            try:
-                if wait:
-                    conn.execute("SELECT pg_advisory_lock(%s, %s)", (LOCK_RUN, self.kb_id))
-                    got = True
-                else:
-                    row = conn.execute(
-                        "SELECT pg_try_advisory_lock(%s, %s)", (LOCK_RUN, self.kb_id)
-                    ).fetchone()
-                    got = bool(row and row[0])
-                try:
-                    yield got
-                finally:
-                    if got:
-                        conn.execute("SELECT pg_advisory_unlock(%s, %s)", (LOCK_RUN, self.kb_id))
-            finally:
-                conn.autocommit = False
+        """This KB's index-run lock (:meth:`Database.run_lock`)."""
+        with self.db.run_lock(self.kb_name, wait=wait) as got:
+            yield got
 
     # -- meta and embedder identity --------------------------------------------------------
 
@@ -369,10 +599,22 @@ class PostgresStore:
         )
 
     def embedder_identity(self) -> tuple[str, int] | None:
-        identity, dim = self.get_meta("embedder"), self.get_meta("embedder_dim")
-        if identity is None or dim is None:
+        """The embedder the vectors came from, and their dimension. Once known it is kept:
+        a KB's binding only goes away in a re-embed, which writes a new KB row."""
+        if self._identity is not None:
+            return self._identity
+        with self._conn() as conn:
+            rows = dict(
+                conn.execute(
+                    f"SELECT key, value FROM {self._s}.meta WHERE kb = %s "
+                    "AND key IN ('embedder', 'embedder_dim')",
+                    (self.kb_id,),
+                ).fetchall()
+            )
+        if "embedder" not in rows or "embedder_dim" not in rows:
             return None
-        return identity, int(dim)
+        self._identity = (str(rows["embedder"]), int(rows["embedder_dim"]))
+        return self._identity
 
     def check_embedder(self, identity: str) -> None:
         recorded = self.embedder_identity()
@@ -380,8 +622,9 @@ class PostgresStore:
             raise EmbedderMismatchError(
                 f"the index {self.label} was built with embedder {recorded[0]!r} "
                 f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
-                "'groove index --reembed' to re-embed it, or set [embedder] back to the one "
-                "it was built with"
+                "'groove index --reembed' to re-embed it (the current index keeps serving "
+                "until the new one is complete), or set [embedder] back to the one it was "
+                "built with"
             )
 
     def bind_embedder(self, identity: str, dim: int) -> None:
@@ -402,7 +645,7 @@ class PostgresStore:
             self.set_meta("embedder_dim", str(dim))
 
     def has_vectors(self) -> bool:
-        return self.get_meta("embedder_dim") is not None
+        return self.embedder_identity() is not None
 
     def forget_vectors(self) -> None:
         """Drop every vector of the KB and the embedder they came from."""
@@ -410,6 +653,7 @@ class PostgresStore:
             conn.execute(f"DROP INDEX IF EXISTS {self._s}.vectors_hnsw_{self.kb_id}")
             conn.execute(f"DELETE FROM {self._s}.vectors WHERE kb = %s", (self.kb_id,))
             self._delete_meta(conn, "embedder", "embedder_dim")
+        self._identity = None
 
     def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
         with self._conn() as conn:
@@ -499,11 +743,13 @@ class PostgresStore:
             self._apply_stats(conn, stats)
 
     def _chunk_row(self, doc_id: int, chunk: Chunk, stats: _StatsDelta) -> tuple[Any, ...]:
-        folded = tuple(
-            lexical.fold(normalize(t)) for t in (chunk.heading, chunk.context, chunk.content)
-        )
+        normal = tuple(normalize(t) for t in (chunk.heading, chunk.context, chunk.content))
+        folded = tuple(lexical.fold(t) for t in normal)
         ntok = sum(lexical.token_count(t) for t in folded)
-        stats.add(folded, ntok, +1)
+        tokens = [wordleg.column_tokens(t) for t in normal]
+        terms = sorted({t for column in tokens for t in column})
+        wtok = sum(len(column) for column in tokens)
+        stats.add(folded, ntok, terms, wtok, +1)
         return (
             self.kb_id,
             doc_id,
@@ -520,27 +766,38 @@ class PostgresStore:
             chunk.line_end,
             *folded,
             ntok,
+            *(wordleg.padded(column) for column in tokens),
+            terms,
+            wtok,
         )
 
     def _apply_stats(self, conn: psycopg.Connection[Any], stats: _StatsDelta) -> None:
-        """Apply the batch's changes to the trigram document frequencies and the KB's row
-        and token totals (sorted keys: concurrent writers of other KBs never deadlock)."""
-        changed = sorted((t, d) for t, d in stats.df.items() if d)
-        if changed:
+        """Apply the batch's changes to the trigram and word document frequencies and the
+        KB's row and token totals (sorted keys: concurrent writers never deadlock)."""
+        for table, column, counter in (
+            ("trigram_df", "tri", stats.df),
+            ("word_df", "term", stats.wdf),
+        ):
+            changed = sorted((t, d) for t, d in counter.items() if d)
+            if not changed:
+                continue
             conn.execute(
-                f"INSERT INTO {self._s}.trigram_df(kb, tri, df) "
+                f"INSERT INTO {self._s}.{table}(kb, {column}, df) "
                 "SELECT %s, t, d FROM unnest(%s::text[], %s::int[]) AS u(t, d) ORDER BY t "
-                "ON CONFLICT (kb, tri) DO UPDATE SET df = trigram_df.df + excluded.df",
+                f"ON CONFLICT (kb, {column}) DO UPDATE SET df = {table}.df + excluded.df",
                 (self.kb_id, [t for t, _ in changed], [d for _, d in changed]),
             )
             if any(d < 0 for _, d in changed):
                 conn.execute(
-                    f"DELETE FROM {self._s}.trigram_df WHERE kb = %s AND df <= 0", (self.kb_id,)
+                    f"DELETE FROM {self._s}.{table} WHERE kb = %s AND {column} = ANY(%s) "
+                    "AND df <= 0",
+                    (self.kb_id, [t for t, d in changed if d < 0]),
                 )
-        if stats.nrow or stats.ntok:
+        if stats.nrow or stats.ntok or stats.wtok:
             conn.execute(
-                f"UPDATE {self._s}.kbs SET nrow = nrow + %s, ntok = ntok + %s WHERE id = %s",
-                (stats.nrow, stats.ntok, self.kb_id),
+                f"UPDATE {self._s}.kbs SET nrow = nrow + %s, ntok = ntok + %s, wtok = wtok + %s "
+                "WHERE id = %s",
+                (stats.nrow, stats.ntok, stats.wtok, self.kb_id),
             )
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
@@ -548,7 +805,7 @@ class PostgresStore:
             cur.executemany(
                 f"UPDATE {self._s}.documents SET size = %s, mtime_ns = %s "
                 "WHERE kb = %s AND path = %s",
-                [(size, mtime, self.kb_id, path) for path, size, mtime in updates],
+                [(size, mtime, self.kb_id, _pg_text(path)) for path, size, mtime in updates],
             )
 
     def delete_documents(self, paths: Iterable[str]) -> None:
@@ -563,18 +820,20 @@ class PostgresStore:
             f"SELECT id FROM {self._s}.documents WHERE kb = %s AND path = %s",
             (self.kb_id, _pg_text(path)),
         ).fetchone()
-        if found is None:
-            return
-        # The chunks' statistics are taken back from the folded text they held; vectors go
-        # with the chunks, tags and links with the document (ON DELETE CASCADE).
+        if found is not None:
+            self._delete_doc(conn, int(found[0]), stats)
+
+    def _delete_doc(self, conn: psycopg.Connection[Any], doc_id: int, stats: _StatsDelta) -> None:
+        # The chunks' statistics are taken back from the folded text and tokens they held;
+        # vectors go with the chunks, tags and links with the document (ON DELETE CASCADE).
         rows = conn.execute(
             f"DELETE FROM {self._s}.chunks WHERE doc_id = %s "
-            "RETURNING heading_n, context_n, content_n, ntok",
-            (found[0],),
+            "RETURNING heading_n, context_n, content_n, ntok, wterms, wtok",
+            (doc_id,),
         ).fetchall()
-        for heading_n, context_n, content_n, ntok in rows:
-            stats.add((heading_n, context_n, content_n), int(ntok), -1)
-        conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (found[0],))
+        for heading_n, context_n, content_n, ntok, terms, wtok in rows:
+            stats.add((heading_n, context_n, content_n), int(ntok), terms, int(wtok), -1)
+        conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (doc_id,))
 
     # -- reading: the lexical leg ----------------------------------------------------------
 
@@ -685,6 +944,93 @@ class PostgresStore:
             ).fetchone()
         return {t: int(found.get(t, 0)) for t in wanted}, int(total[0]) if total else 0
 
+    # -- reading: the word leg -------------------------------------------------------------
+
+    def word_search(
+        self,
+        match_expr: str,
+        weights: tuple[float, float, float],
+        limit: int,
+        allowed: frozenset[int] | None = None,
+    ) -> list[tuple[int, float]]:
+        """Ranked word-leg candidates: (chunk id, bm25) best first, computed as FTS5's
+        ``bm25(word_chunks, *weights)`` computes it (groove_postgres.wordleg)."""
+        terms, _ = self._phrases(match_expr)
+        tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]
+        if not tokens or limit <= 0 or (allowed is not None and not allowed):
+            return []
+        patterns = [wordleg.padded(t) for t in tokens]
+        singles = sorted({t[0] for t in tokens if len(t) == 1})
+        phrases = [t for t in tokens if len(t) > 1]
+        wanted = " OR ".join(
+            ["wterms && %s::text[]"] * bool(singles) + ["wterms @> %s::text[]"] * len(phrases)
+        )
+        only = "WHERE f.id = ANY(%s)" if allowed is not None else ""
+        sql = f"""
+            WITH stats AS (
+                SELECT nrow::float8 AS n, wtok::float8 / greatest(nrow, 1) AS avgdl
+                FROM {self._s}.kbs WHERE id = %s),
+            q AS (
+                SELECT * FROM unnest(%s::text[], %s::text[], %s::bool[]) WITH ORDINALITY
+                    AS q(phrase, rx, overlap, i)),
+            cand AS MATERIALIZED (
+                SELECT id, heading_w, context_w, content_w, wtok
+                FROM {self._s}.chunks WHERE kb = %s AND ({wanted})),
+            tf AS MATERIALIZED (
+                SELECT c.id, c.wtok, idf.i, {_count("c.heading_w")} AS h,
+                    {_count("c.context_w")} AS x, {_count("c.content_w")} AS t
+                FROM cand c CROSS JOIN q AS idf),
+            idf AS (
+                SELECT tf.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
+                FROM (SELECT i, count(*) FILTER (WHERE h + x + t > 0)::float8 AS n
+                      FROM tf GROUP BY i) h
+                JOIN (SELECT DISTINCT i FROM tf) tf USING (i) CROSS JOIN stats s),
+            f AS (
+                SELECT id, wtok, i, %s * h + %s * x + %s * t AS f, h + x + t > 0 AS hit
+                FROM tf)
+            SELECT f.id, -sum(
+                CASE WHEN f.f > 0
+                THEN idf.idf * (f.f * {lexical.K1 + 1}) /
+                     (f.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * f.wtok / s.avgdl))
+                ELSE 0 END) AS score
+            FROM f JOIN idf USING (i) CROSS JOIN stats s
+            {only}
+            GROUP BY f.id HAVING bool_or(f.hit)
+            ORDER BY score, f.id
+            LIMIT %s"""
+        params: list[Any] = [
+            self.kb_id,
+            patterns,
+            [lexical.overlap_regex(p) for p in patterns],
+            [wordleg.phrase_overlaps(t) for t in tokens],
+            self.kb_id,
+            *([singles] if singles else []),
+            *phrases,
+            *(float(w) for w in weights),
+        ]
+        if allowed is not None:
+            params.append(sorted(allowed))
+        params.append(limit)
+        with self._conn() as conn:
+            rows = conn.execute(sql, params).fetchall()
+        return [(int(r[0]), float(r[1])) for r in rows]
+
+    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+        """(chunks containing each single-token term, chunks in all) from ``word_df``."""
+        single = [t for t in dict.fromkeys(terms) if " " not in t]
+        folded = {t: lexical.fold(t) for t in single}
+        with self._conn() as conn:
+            found = dict(
+                conn.execute(
+                    f"SELECT term, df FROM {self._s}.word_df WHERE kb = %s AND term = ANY(%s)",
+                    (self.kb_id, sorted(set(folded.values()))),
+                ).fetchall()
+            )
+            total = conn.execute(
+                f"SELECT nrow FROM {self._s}.kbs WHERE id = %s", (self.kb_id,)
+            ).fetchone()
+        return {t: int(found.get(folded[t], 0)) for t in single}, int(total[0]) if total else 0
+
     # -- reading: the vector leg and stored vectors ----------------------------------------
 
     def vector_search(
@@ -693,36 +1039,47 @@ class PostgresStore:
         """Nearest chunks by L2 distance: (chunk id, distance) best first, ties by id.
         Unfiltered and widely filtered searches use the KB's HNSW index (``ef_search``
         from the settings, iterative scans for filters); a filter that allows few chunks
-        is an exact scan of those."""
+        is an exact scan of those. The nearest ``k`` + a margin come back with their
+        vectors and are ranked by :func:`_l2_float32`, the distance sqlite-vec reports, so
+        near-ties fall as they do on SQLite."""
         bound = self.embedder_identity()
         if bound is None or k <= 0 or (allowed is not None and not allowed):
             return []
         dim = bound[1]
         query = np.asarray(vector, dtype=np.float32)
+        wide = k + KNN_MARGIN
         with self._conn() as conn, conn.transaction():
             if allowed is not None and len(allowed) <= EXACT_KNN_MAX_ROWS:
                 rows = conn.execute(
-                    f"SELECT chunk_id, embedding <-> %s AS d FROM {self._s}.vectors "
-                    "WHERE kb = %s AND chunk_id = ANY(%s) ORDER BY d, chunk_id LIMIT %s",
-                    (query, self.kb_id, sorted(allowed), k),
+                    f"SELECT chunk_id, embedding FROM {self._s}.vectors "
+                    "WHERE kb = %s AND chunk_id = ANY(%s) ORDER BY embedding <-> %s, chunk_id "
+                    "LIMIT %s",
+                    (self.kb_id, sorted(allowed), query, wide),
+                    binary=True,
                 ).fetchall()
             else:
-                ef = max(self.settings.ef_search, min(k, 1000))
+                ef = max(self.settings.ef_search, min(wide, 1000))
                 conn.execute(f"SET LOCAL hnsw.ef_search = {int(ef)}")
                 only = ""
-                params: list[Any] = [query]
+                params: list[Any] = []
                 if allowed is not None:
                     conn.execute("SET LOCAL hnsw.iterative_scan = strict_order")
                     only = "AND chunk_id = ANY(%s)"
                     params.append(sorted(allowed))
-                params.append(k)
+                params += [query, wide]
                 rows = conn.execute(
-                    f"SELECT chunk_id, (embedding::vector({dim})) <-> %s AS d "
-                    f"FROM {self._s}.vectors WHERE kb = {self.kb_id} {only} "
-                    "ORDER BY d LIMIT %s",
+                    f"SELECT chunk_id, embedding FROM {self._s}.vectors "
+                    f"WHERE kb = {self.kb_id} {only} "
+                    f"ORDER BY (embedding::vector({dim})) <-> %s LIMIT %s",
                     params,
+                    binary=True,
                 ).fetchall()
-        return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda r: (r[1], r[0]))
+        if not rows:
+            return []
+        ids = [int(r[0]) for r in rows]
+        distances = _l2_float32(np.stack([_as_array(r[1]) for r in rows]), query)
+        ranked = sorted(zip(distances.tolist(), ids, strict=True))[:k]
+        return [(cid, float(d)) for d, cid in ranked]
 
     def embeddings(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         if not chunk_ids:
@@ -737,7 +1094,7 @@ class PostgresStore:
 
     # -- reading: rows ---------------------------------------------------------------------
 
-    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    def chunk_rows(self, chunk_ids: Sequence[int]) -> dict[int, ChunkRow]:
         if not chunk_ids:
             return {}
         with self._conn() as conn:
@@ -749,59 +1106,75 @@ class PostgresStore:
                 "WHERE c.kb = %s AND c.id = ANY(%s)",
                 (self.kb_id, list(chunk_ids)),
             ).fetchall()
-        out: dict[int, dict[str, Any]] = {}
-        for r in rows:
-            item = dict(zip(_CHUNK_KEYS, r, strict=True))
-            item["tags"] = tuple(json.loads(item["tags"]))
-            item["heading_path"] = tuple(json.loads(item["heading_path"]))
-            for key in ("chunk_id", "doc_id", "byte_start", "byte_end"):
-                item[key] = int(item[key])
-            out[int(r[0])] = item
-        return out
+        return {
+            int(r[0]): ChunkRow(
+                chunk_id=int(r[0]),
+                doc_id=int(r[1]),
+                path=str(r[2]),
+                title=str(r[3]),
+                tags=_tuple(r[4]),
+                heading=str(r[5]),
+                heading_path=_tuple(r[6]),
+                level=int(r[7]),
+                content=str(r[8]),
+                token_count=None if r[9] is None else int(r[9]),
+                line_start=int(r[10]),
+                line_end=int(r[11]),
+                byte_start=int(r[12]),
+                byte_end=int(r[13]),
+                ordinal=int(r[14]),
+                context=str(r[15]),
+            )
+            for r in rows
+        }
 
-    def document_chunks(self, doc_id: int) -> list[dict[str, Any]]:
+    def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
         with self._conn() as conn:
             rows = conn.execute(
-                "SELECT id, ordinal, heading, level, content, token_count, line_start, "
-                f"line_end, byte_start, byte_end FROM {self._s}.chunks "
+                "SELECT id, ordinal, heading, heading_path, level, content, token_count, "
+                f"line_start, line_end, byte_start, byte_end FROM {self._s}.chunks "
                 "WHERE kb = %s AND doc_id = %s ORDER BY ordinal",
                 (self.kb_id, doc_id),
             ).fetchall()
-        keys = [
-            "chunk_id",
-            "ordinal",
-            "heading",
-            "level",
-            "content",
-            "token_count",
-            "line_start",
-            "line_end",
-            "byte_start",
-            "byte_end",
+        return [
+            DocumentChunkRow(
+                chunk_id=int(r[0]),
+                ordinal=int(r[1]),
+                heading=str(r[2]),
+                heading_path=_tuple(r[3]),
+                level=int(r[4]),
+                content=str(r[5]),
+                token_count=None if r[6] is None else int(r[6]),
+                line_start=int(r[7]),
+                line_end=int(r[8]),
+                byte_start=int(r[9]),
+                byte_end=int(r[10]),
+            )
+            for r in rows
         ]
-        out = [dict(zip(keys, r, strict=True)) for r in rows]
-        for item in out:
-            for key in ("chunk_id", "byte_start", "byte_end"):
-                item[key] = int(item[key])
-        return out
 
-    def documents(self) -> list[dict[str, Any]]:
+    def documents(self) -> list[DocumentRow]:
+        """Every indexed document, by path in code point order (as SQLite's BINARY)."""
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "
                 f"(SELECT count(*) FROM {self._s}.chunks c WHERE c.doc_id = d.id) "
-                f"FROM {self._s}.documents d WHERE d.kb = %s ORDER BY d.path",
+                f'FROM {self._s}.documents d WHERE d.kb = %s ORDER BY d.path COLLATE "C"',
                 (self.kb_id,),
             ).fetchall()
-        keys = ["doc_id", "path", "title", "tags", "indexed_at", "size", "mtime_ns", "chunks"]
-        out = []
-        for r in rows:
-            item = dict(zip(keys, r, strict=True))
-            item["tags"] = tuple(json.loads(item["tags"]))
-            for key in ("doc_id", "size", "mtime_ns", "chunks"):
-                item[key] = int(item[key])
-            out.append(item)
-        return out
+        return [
+            DocumentRow(
+                doc_id=int(r[0]),
+                path=str(r[1]),
+                title=str(r[2]),
+                tags=_tuple(r[3]),
+                indexed_at=float(r[4]),
+                size=int(r[5]),
+                mtime_ns=int(r[6]),
+                chunks=int(r[7]),
+            )
+            for r in rows
+        ]
 
     def file_states(self, paths: Sequence[str]) -> dict[str, tuple[int, int]]:
         with self._conn() as conn:
@@ -833,6 +1206,56 @@ class PostgresStore:
             ).fetchall()
         return frozenset(int(r[0]) for r in rows)
 
+    def links_of(self, path: str, limit: int) -> Links | None:
+        """The first ``limit`` outgoing links and backlinks of the indexed document
+        ``path``, resolved as groove_core.links resolves them; None when not indexed."""
+        with self.snapshot(), self._conn() as conn:
+            found = conn.execute(
+                f"SELECT id FROM {self._s}.documents WHERE kb = %s AND path = %s",
+                (self.kb_id, path),
+            ).fetchone()
+            if found is None:
+                return None
+            doc_id = int(found[0])
+            total_row = conn.execute(
+                f"SELECT count(*) FROM {self._s}.links WHERE doc_id = %s", (doc_id,)
+            ).fetchone()
+            out_total = int(total_row[0]) if total_row else 0
+            rows = conn.execute(
+                f"SELECT kind, target, key, line FROM {self._s}.links WHERE doc_id = %s "
+                "ORDER BY ordinal LIMIT %s",
+                (doc_id, limit),
+            ).fetchall()
+            back = conn.execute(
+                f"SELECT d.path, l.kind, l.target, l.key, l.line FROM {self._s}.links l "
+                f"JOIN {self._s}.documents d ON d.id = l.doc_id WHERE l.kb = %s "
+                "AND ((l.kind = 'link' AND l.key = %s) OR (l.kind <> 'link' AND l.key = ANY(%s))) "
+                'AND d.path <> %s ORDER BY d.path COLLATE "C", l.ordinal',
+                (self.kb_id, core_links.source_key(path), core_links.wiki_keys(path), path),
+            ).fetchall()
+            paths = [
+                str(r[0])
+                for r in conn.execute(
+                    f"SELECT path FROM {self._s}.documents WHERE kb = %s", (self.kb_id,)
+                ).fetchall()
+            ]
+        markdown, wiki = _resolver(paths)
+        outgoing = tuple(
+            OutgoingLink(
+                target=str(target),
+                kind=str(kind),
+                path=(markdown if kind == "link" else wiki).get(str(key)),
+                line=int(line),
+            )
+            for kind, target, key, line in rows
+        )
+        backlinks = [
+            Backlink(path=str(src), kind=str(kind), target=str(target), line=int(line))
+            for src, kind, target, key, line in back
+            if kind == "link" or wiki.get(str(key)) == path
+        ]
+        return Links(outgoing, out_total, tuple(backlinks[:limit]), len(backlinks))
+
     def counts(self) -> dict[str, int]:
         with self._conn() as conn:
             row = conn.execute(
@@ -844,43 +1267,46 @@ class PostgresStore:
         return {"documents": int(row[0]), "chunks": int(row[1])}
 
     def lexical_stats(self) -> dict[str, Any]:
-        """The bm25 statistics as stored (for tests and ``doctor``): rows, tokens and the
-        trigram document frequencies."""
+        """The bm25 statistics as stored (for tests and ``doctor``): rows, trigram and
+        word tokens, and the trigram and word document frequencies."""
         with self._conn() as conn:
             kb = conn.execute(
-                f"SELECT nrow, ntok FROM {self._s}.kbs WHERE id = %s", (self.kb_id,)
+                f"SELECT nrow, ntok, wtok FROM {self._s}.kbs WHERE id = %s", (self.kb_id,)
             ).fetchone()
             df = conn.execute(
                 f"SELECT tri, df FROM {self._s}.trigram_df WHERE kb = %s", (self.kb_id,)
             ).fetchall()
+            wdf = conn.execute(
+                f"SELECT term, df FROM {self._s}.word_df WHERE kb = %s", (self.kb_id,)
+            ).fetchall()
         assert kb is not None
-        return {"nrow": int(kb[0]), "ntok": int(kb[1]), "df": {str(t): int(d) for t, d in df}}
+        return {
+            "nrow": int(kb[0]),
+            "ntok": int(kb[1]),
+            "wtok": int(kb[2]),
+            "df": {str(t): int(d) for t, d in df},
+            "wdf": {str(t): int(d) for t, d in wdf},
+        }
 
 
-_CHUNK_KEYS = [
-    "chunk_id",
-    "doc_id",
-    "path",
-    "title",
-    "tags",
-    "heading",
-    "heading_path",
-    "level",
-    "content",
-    "token_count",
-    "line_start",
-    "line_end",
-    "byte_start",
-    "byte_end",
-    "ordinal",
-    "context",
-]
+def _resolver(paths: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(Markdown key -> path, wikilink key -> path) over the indexed documents; when two
+    share a key the shorter path wins (groove_core/links.py)."""
+    markdown: dict[str, str] = {}
+    wiki: dict[str, str] = {}
+    for path in sorted(paths, key=lambda p: (p.count("/"), p)):
+        markdown.setdefault(core_links.source_key(path), path)
+        for key in core_links.wiki_keys(path):
+            wiki.setdefault(key, path)
+    return markdown, wiki
+
 
 _INSERT_CHUNK = (
     "INSERT INTO {s}.chunks(kb, doc_id, ordinal, heading, heading_path, level, context, "
     "content, token_count, byte_start, byte_end, line_start, line_end, heading_n, context_n, "
-    "content_n, ntok) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, "
-    "%s) RETURNING id"
+    "content_n, ntok, heading_w, context_w, content_w, wterms, wtok) VALUES ("
+    + ", ".join(["%s"] * 22)
+    + ") RETURNING id"
 )
 
 
@@ -900,25 +1326,30 @@ class _StatsDelta:
 
     def __init__(self) -> None:
         self.df: Counter[str] = Counter()
+        self.wdf: Counter[str] = Counter()
         self.nrow = 0
         self.ntok = 0
+        self.wtok = 0
 
-    def add(self, folded: Sequence[str], ntok: int, sign: int) -> None:
+    def add(
+        self, folded: Sequence[str], ntok: int, terms: Iterable[str], wtok: int, sign: int
+    ) -> None:
         for tri in lexical.trigrams(folded):
             self.df[tri] += sign
+        for term in terms:
+            self.wdf[term] += sign
         self.nrow += sign
         self.ntok += sign * ntok
+        self.wtok += sign * wtok
 
 
 def _link_rows(
     kb: int, doc_id: int, path: str, raw: Sequence[Any]
 ) -> list[tuple[int, int, int, str, str, str, int]]:
     """The ``links`` rows of a document, keyed as groove_core.links keys them."""
-    from groove_core import links
-
     rows = []
     for ordinal, link in enumerate(raw):
-        key = links.link_key(path, link.kind, link.target)
+        key = core_links.link_key(path, link.kind, link.target)
         rows.append(
             (doc_id, kb, ordinal, link.kind, _pg_text(link.target), _pg_text(key), link.line)
         )
@@ -966,6 +1397,8 @@ def _check_server(conn: psycopg.Connection[Any], settings: PostgresSettings) -> 
         if available[name] is None:
             try:
                 with conn.transaction():
+                    # Two first runs at once would both try: one waits, then finds it.
+                    conn.execute("SELECT pg_advisory_xact_lock(%s, 1)", (LOCK_SCHEMA,))
                     conn.execute(f"CREATE EXTENSION IF NOT EXISTS {name}")
             except Exception as err:
                 raise PostgresStoreError(
@@ -991,50 +1424,6 @@ def _check_server(conn: psycopg.Connection[Any], settings: PostgresSettings) -> 
 _PROVIDERS = {"b": "builtin", "c": "libc", "i": "icu"}
 
 
-def _ensure_schema(
-    conn: psycopg.Connection[Any], settings: PostgresSettings, kb: str, *, create: bool, label: str
-) -> int:
-    """Create (when ``create``) or check the schema and the KB's row; the KB's id."""
-    s = settings.db_schema
-    with conn.transaction():
-        exists = conn.execute("SELECT to_regclass(%s)", (f"{s}.info",)).fetchone()
-        if exists is None or exists[0] is None:
-            if not create:
-                raise PostgresStoreError(
-                    f"no index {label} in this database: run 'groove index' on the knowledge "
-                    "base first"
-                )
-            conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SCHEMA,))
-            for statement in _schema_sql(s):
-                conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO {s}.info(key, value) VALUES ('schema_version', %s) "
-                "ON CONFLICT (key) DO NOTHING",
-                (str(SCHEMA_VERSION),),
-            )
-        found = conn.execute(f"SELECT value FROM {s}.info WHERE key = 'schema_version'").fetchone()
-        version = int(found[0]) if found else 0
-        if version != SCHEMA_VERSION:
-            newer = version > SCHEMA_VERSION
-            raise PostgresStoreError(
-                f"the index schema {s!r} has version {version}, "
-                + (
-                    f"newer than this groove-postgres ({SCHEMA_VERSION}): upgrade it"
-                    if newer
-                    else f"which this groove-postgres ({SCHEMA_VERSION}) cannot migrate"
-                )
-            )
-        row = conn.execute(f"SELECT id FROM {s}.kbs WHERE name = %s", (kb,)).fetchone()
-        if row is None:
-            if not create:
-                raise PostgresStoreError(
-                    f"no index {label} in this database: run 'groove index' on the knowledge "
-                    "base first"
-                )
-            row = conn.execute(
-                f"INSERT INTO {s}.kbs(name) VALUES (%s) ON CONFLICT (name) "
-                "DO UPDATE SET name = excluded.name RETURNING id",
-                (kb,),
-            ).fetchone()
-        assert row is not None
-        return int(row[0])
+def _satisfies_index_store(store: PostgresStore) -> IndexStore:
+    """Never called: mypy checks here that the store implements the core's protocols."""
+    return store

@@ -35,7 +35,17 @@ from typing import Any
 
 import pytest
 
-__all__ = ["EmbeddedPostgres", "postgres_dsn", "postgres_server", "server_bin"]
+from groove_core.testing import FAST_CONFIG
+
+__all__ = [
+    "BACKENDS",
+    "BILINGUAL",
+    "EmbeddedPostgres",
+    "postgres_dsn",
+    "postgres_server",
+    "server_bin",
+    "store_toml",
+]
 
 #: The unprivileged user the server runs as when the tests run as root.
 SERVER_USER = "groove-pg"
@@ -292,3 +302,51 @@ def postgres_dsn(postgres_server: EmbeddedPostgres) -> Iterator[str]:
         yield dsn
     finally:
         postgres_server.drop_database(name)
+
+
+# -- knowledge bases on either backend ------------------------------------------------------
+
+#: A small Japanese and English KB: headings, tags, links, short Japanese words.
+BILINGUAL: dict[str, str] = {
+    "guide/install.md": (
+        "---\ntitle: Installing groove\ntags: [setup, guide]\n---\n# Installing groove\n\n"
+        "Run the setup script to create a virtual environment. See [searching](search.md).\n\n"
+        "## Requirements\n\nPython 3.11 and a C compiler are needed for the extensions.\n"
+    ),
+    "guide/search.md": (
+        "---\ntags: [guide]\n---\n# Searching\n\nUse quoted phrases for exact matches and a "
+        "leading minus to exclude words.\n\n## Ranking\n\nResults are fused with reciprocal "
+        "rank fusion across the lexical and vector legs. [[install]]\n"
+    ),
+    "notes/rust.md": (
+        "---\ntags: [lang]\n---\n# Rust notes\n\nRust async runtimes such as tokio schedule "
+        "futures.\n\n## Ownership\n\nRust ownership rules prevent data races at compile time.\n"
+    ),
+    "notes/python.md": (
+        "# Python notes\n\nPython generators yield values lazily, one at a time.\n\n"
+        "## Pipelines\n\nData pipelines chain generators; each stage pulls from the last.\n"
+    ),
+    "notes/ja.md": (
+        "---\ntags: [日本語]\n---\n# 再ランキングの評価\n\nクロスエンコーダによる再ランキングの"
+        "評価について説明する。\n\n## 検索システム\n\n全文検索とベクトル検索を組み合わせた"
+        "システムである。状態管理の型も扱う。\n"
+    ),
+    "notes/vue.md": (
+        "# 算出プロパティ\n\n算出プロパティはリアクティブな状態から値を計算する。"
+        "キャッシュされる。\n\n## ウォッチャー\n\nウォッチャーは状態の変化に応じて副作用を"
+        "実行する。部屋の型。\n"
+    ),
+    "journal/2024.md": (
+        "# Journal\n\nToday I read about bm25 and trigram matching. 東京で日本語の文章を"
+        "検索した。\n\nCafé naïve résumé — Ｆｕｌｌ－ｗｉｄｔｈ text.\n"
+    ),
+}
+
+BACKENDS = ["sqlite", "postgres"]
+
+
+def store_toml(backend: str, dsn: str = "") -> str:
+    """The groove.toml of a KB on ``backend`` (the hashing embedder, no model)."""
+    if backend == "sqlite":
+        return FAST_CONFIG
+    return FAST_CONFIG + f'[store]\nbackend = "postgres"\ndsn = "{dsn}"\n'

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from groove_postgres.settings import PostgresSettings, SettingsError, connect_kwargs, redact, scrub
 from groove_postgres.store import PostgresStore, PostgresStoreError
 
-from groove_core.config import parse_config
+from groove_core.app import Groove
+from groove_core.config import ConfigError
+from groove_core.store import IndexEnvironmentError
+from groove_core.testing import FAST_CONFIG, make_kb
 
 SECRET = "s3cr3t-Pa55"
 
@@ -78,11 +83,13 @@ def test_a_failed_connection_names_the_dsn_without_the_password(
         password_env="GROOVE_PG_PW",
         connect_timeout=2,
     )
-    with pytest.raises(PostgresStoreError) as caught:
+    with pytest.raises(IndexEnvironmentError) as caught:
         PostgresStore.open(settings, "kb")
     message = str(caught.value)
     assert message.startswith("connecting to the index 'kb' (PostgreSQL) failed:")
-    assert SECRET not in message
+    assert "the PostgreSQL server cannot be reached" in message
+    assert "dsn 'host=127.0.0.1 port=1 user=alice dbname=groove'" in message
+    assert SECRET not in message and "\n" not in message
 
 
 def test_scrub_removes_secrets_from_driver_messages(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -95,12 +102,22 @@ def test_scrub_removes_secrets_from_driver_messages(monkeypatch: pytest.MonkeyPa
     )
 
 
-def test_the_section_validates_through_the_core_config() -> None:
-    config = parse_config({"plugin": {"postgres": {"dsn": "service=groove", "schema": "kbs"}}})
-    settings = PostgresSettings.model_validate(config.plugin["postgres"])
+def test_the_keys_sit_in_the_store_table_of_groove_toml(tmp_path: Path) -> None:
+    toml = '[store]\nbackend = "postgres"\ndsn = "service=groove"\nschema = "kbs"\n'
+    app = Groove.open(make_kb(tmp_path / "notes", {}, config=FAST_CONFIG + toml))
+    settings = app.plugins.settings.get(PostgresSettings)
+    assert settings.dsn == "service=groove"
     assert settings.db_schema == "kbs"
     assert settings.ef_search == 100
+    assert app.backend.name == "postgres"
+    assert app.index_label == "postgres db groove, KB notes"  # the KB key: the KB's name
     with pytest.raises(ValueError, match="schema"):
         PostgresSettings.model_validate({"schema": "bad; DROP"})
     with pytest.raises(ValueError, match="extra"):
         PostgresSettings.model_validate({"dsnn": "x"})
+    typo = '[store]\nbackend = "postgres"\ndsnn = "x"\n'
+    with pytest.raises(ConfigError, match="dsnn"):
+        Groove.open(make_kb(tmp_path / "typo", {}, config=FAST_CONFIG + typo))
+    # The plugin's keys are not the core's: groove.toml without them stays valid.
+    plain = Groove.open(make_kb(tmp_path / "plain", {}, config=FAST_CONFIG))
+    assert plain.backend.name == "sqlite"

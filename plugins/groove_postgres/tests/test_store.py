@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from groove_postgres.testing import EmbeddedPostgres
 from groove_core.chunking import Chunk
 from groove_core.links import RawLink
 from groove_core.query import parse_query
+from groove_core.rows import ChunkRow
 from groove_core.store import EmbedderMismatchError, NewDocument, Store
 
 DIM = 8
@@ -121,8 +123,8 @@ def sqlite_store(tmp_path: Path, docs: list[NewDocument]) -> Store:
     return store
 
 
-def key_of(rows: dict[int, dict[str, Any]], cid: int) -> tuple[str, int]:
-    return rows[cid]["path"], rows[cid]["ordinal"]
+def key_of(rows: dict[int, ChunkRow], cid: int) -> tuple[str, int]:
+    return rows[cid].path, rows[cid].ordinal
 
 
 # -- schema and round trip -------------------------------------------------------------------
@@ -174,25 +176,31 @@ def test_write_read_round_trip_matches_sqlite(postgres_dsn: str, tmp_path: Path)
             rows = store.chunk_rows(sorted(ids))
             out = {}
             for row in rows.values():
-                item = {k: v for k, v in row.items() if k not in ("chunk_id", "doc_id")}
-                out[(row["path"], row["ordinal"])] = item
+                item = {k: v for k, v in asdict(row).items() if k not in ("chunk_id", "doc_id")}
+                out[(row.path, row.ordinal)] = item
             return out
 
         assert by_key(pg) == by_key(lite)
         pg_docs = [
-            {k: v for k, v in d.items() if k not in ("doc_id", "indexed_at")}
+            {k: v for k, v in asdict(d).items() if k not in ("doc_id", "indexed_at")}
             for d in pg.documents()
         ]
         lite_docs = [
-            {k: v for k, v in d.items() if k not in ("doc_id", "indexed_at")}
+            {k: v for k, v in asdict(d).items() if k not in ("doc_id", "indexed_at")}
             for d in lite.documents()
         ]
         assert pg_docs == lite_docs
 
         doc_id = pg_states["en/search.md"].id
         chunks = pg.document_chunks(doc_id)
-        assert [c["ordinal"] for c in chunks] == [0, 1, 2]
-        assert chunks[0]["heading"] == "Vector search"
+        assert [c.ordinal for c in chunks] == [0, 1, 2]
+        assert chunks[0].heading == "Vector search"
+        assert chunks == lite.document_chunks(doc_id) or [
+            (c.ordinal, c.heading, c.heading_path, c.content) for c in chunks
+        ] == [
+            (c.ordinal, c.heading, c.heading_path, c.content)
+            for c in lite.document_chunks(lite_states["en/search.md"].id)
+        ]
         assert pg.file_states(["en/search.md", "missing.md"]) == {
             "en/search.md": (pg_states["en/search.md"].size, pg_states["en/search.md"].mtime_ns)
         }
@@ -293,8 +301,8 @@ def test_bm25_ranks_as_the_sqlite_fts5_leg(
         # A filter (allowed ids) keeps the whole-KB IDF, as FTS5 does.
         query = parse_query("search")
         assert query.match_expr is not None
-        keep = {cid for cid, row in pg_rows.items() if row["path"] == "en/cooking.md"}
-        lite_keep = {cid for cid, row in lite_rows.items() if row["path"] == "en/cooking.md"}
+        keep = {cid for cid, row in pg_rows.items() if row.path == "en/cooking.md"}
+        lite_keep = {cid for cid, row in lite_rows.items() if row.path == "en/cooking.md"}
         got_f = pg.fts_search(query.match_expr, weights, 10, frozenset(keep))
         exp_f = lite.fts_search(query.match_expr, weights, 10, frozenset(lite_keep))
         assert [key_of(pg_rows, c) for c, _ in got_f] == [key_of(lite_rows, c) for c, _ in exp_f]
@@ -396,7 +404,7 @@ def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) ->
         assert "ウォッ" not in stats["df"]
         # Deleting everything leaves nothing behind.
         full.delete_documents([d.path for d in kept])
-        assert full.lexical_stats() == {"nrow": 0, "ntok": 0, "df": {}}
+        assert full.lexical_stats() == {"nrow": 0, "ntok": 0, "wtok": 0, "df": {}, "wdf": {}}
         assert full.counts() == {"documents": 0, "chunks": 0}
         with full._conn() as conn:
             left = conn.execute(

@@ -1,0 +1,511 @@
+"""The ``postgres`` storage backend: the core's contract (groove_core/backend.py,
+docs/storage-backends.md) over :class:`groove_postgres.store.PostgresStore`.
+
+* ``update`` runs under the KB's index-run lock (a session advisory lock: two ``groove
+  index`` runs of one KB queue, and a killed run's lock goes with its connection); each
+  batch of files is one transaction.
+* ``rebuild`` writes a ``staging`` row of the KB (every table is keyed by it) and, when
+  complete, swaps it for the ``live`` one in one transaction; the replaced rows are
+  deleted afterwards. A kill leaves the old index serving and a staging row that the next
+  run (or ``tidy``) removes. ``reembed`` copies the live rows to staging, re-embeds, swaps.
+* ``diagnose`` checks in SQL what must agree (vectors, lexical and word rows, the bm25
+  statistics, an unfinished run) and repairs in place: statistics are recounted, documents
+  whose rows disagree are forgotten so the index run that follows writes them again.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any
+
+from groove_core.backend import BackendContext, BuildMode, Diagnosis
+from groove_core.store import (
+    INCOMPLETE_KEY,
+    EmbedderMismatchError,
+    IndexDamagedError,
+    IndexEnvironmentError,
+    StoreError,
+)
+from groove_postgres.errors import classify, pg_errors
+from groove_postgres.settings import PostgresSettings, redact
+
+if TYPE_CHECKING:
+    import psycopg
+
+    from groove_core.indexer import IndexReport
+    from groove_core.storage import IndexStore
+    from groove_postgres.store import Database, PostgresStore
+
+__all__ = ["NAME", "PostgresBackend", "factory"]
+
+NAME = "postgres"
+#: What a failed rebuild or re-embed leaves behind, said in every message about one.
+_UNTOUCHED = "The existing index was left as it was."
+_INTACT = "Every file indexed before this point is intact."
+
+
+class PostgresBackend:
+    """One KB's index in a PostgreSQL database: the rows keyed by the KB's name."""
+
+    name = NAME
+
+    def __init__(self, settings: PostgresSettings, kb: str) -> None:
+        self.settings = settings
+        self.kb = kb
+        self.label = f"postgres db {_dbname(settings)}, KB {kb}"
+        self._db: Database | None = None
+
+    @property
+    def db(self) -> Database:
+        """The database with its shared pool, made on first use (one per backend)."""
+        if self._db is None:
+            try:
+                from groove_postgres.store import Database
+            except ImportError as err:
+                raise StoreError(
+                    f"the postgres backend cannot load {err.name or 'its driver'}: install "
+                    "groove-postgres with its dependencies (psycopg 3, psycopg-pool, "
+                    f"pgvector) to use the index at dsn {redact(self.settings.dsn)!r}"
+                ) from None
+            self._db = Database(self.settings, self.label)
+        return self._db
+
+    def close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+
+    # -- the contract ------------------------------------------------------------------------
+
+    def exists(self) -> bool:
+        return self.db.kb_id(self.kb) is not None
+
+    def open(self) -> PostgresStore:
+        from groove_postgres.store import PostgresStore
+
+        kb_id = self.db.kb_id(self.kb)
+        if kb_id is None:
+            raise StoreError(
+                f"no index {self.label} in this database: run 'groove index' on the knowledge "
+                "base first"
+            )
+        return PostgresStore(self.db, kb_id, self.kb)
+
+    def current(self, store: IndexStore) -> bool:
+        """Whether ``store`` still reads the live rows (one indexed lookup)."""
+        from groove_postgres.store import PostgresStore
+
+        if not isinstance(store, PostgresStore):
+            return True
+        try:
+            with self.db.pool.connection() as conn:
+                row = conn.execute(
+                    f"SELECT id FROM {self.db.s}.kbs WHERE name = %s AND state = 'live'",
+                    (self.kb,),
+                ).fetchone()
+        except (pg_errors()[0], StoreError):
+            return True  # the next statement reports the server's state, in its words
+        return row is not None and int(row[0]) == store.kb_id
+
+    def errors(self) -> tuple[type[BaseException], ...]:
+        return pg_errors()
+
+    def classify(
+        self, err: BaseException, doing: str, outcome: str = "", *, suspect: bool = False
+    ) -> StoreError:
+        return classify(err, self.settings, self.label, doing, outcome, suspect=suspect)
+
+    # -- building ------------------------------------------------------------------------------
+
+    def build(self, work: Callable[[IndexStore], IndexReport], mode: BuildMode) -> IndexReport:
+        from groove_postgres.store import LIVE, PostgresStore
+
+        if mode == "reembed" and not self.exists():
+            mode = "rebuild"  # nothing to copy: a re-embed of nothing is a fresh build
+        db = self.db
+        with db.run_lock(self.kb):
+            if mode == "update":
+                kb_id = db.kb_id(self.kb, LIVE, create=True)
+                assert kb_id is not None
+                return self._run(work, PostgresStore(db, kb_id, self.kb), _INTACT)
+            return self._rebuild(work, copy=mode == "reembed")
+
+    def _run(
+        self, work: Callable[[IndexStore], IndexReport], store: PostgresStore, outcome: str
+    ) -> IndexReport:
+        try:
+            return work(store)
+        except EmbedderMismatchError:
+            raise
+        except StoreError as err:
+            cause = err.__cause__
+            if isinstance(cause, pg_errors()):
+                raise self.classify(cause, "writing", outcome, suspect=True) from None
+            if outcome in str(err):
+                raise
+            raise type(err)(f"{err} {outcome}") from None
+        finally:
+            store.close()
+
+    def _rebuild(self, work: Callable[[IndexStore], IndexReport], *, copy: bool) -> IndexReport:
+        from groove_postgres.store import LIVE, STAGING, PostgresStore
+
+        db = self.db
+        try:
+            self._drop(STAGING)  # what a killed run left (this run holds the lock)
+            staging = db.kb_id(self.kb, STAGING, create=True)
+            assert staging is not None
+            if copy:
+                live = db.kb_id(self.kb, LIVE)
+                assert live is not None
+                self._copy(live, staging)
+            report = self._run(work, PostgresStore(db, staging, self.kb), _UNTOUCHED)
+            self._swap(staging)
+        except StoreError as err:
+            with suppress(StoreError):
+                self._drop(STAGING)
+            if _UNTOUCHED in str(err):
+                raise
+            raise type(err)(f"{err} {_UNTOUCHED}") from None
+        except BaseException:
+            with suppress(StoreError):
+                self._drop(STAGING)
+            raise
+        with suppress(StoreError):
+            self._drop("retired")  # the replaced rows; a failure leaves them to tidy()
+        return report
+
+    @contextmanager
+    def _write(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        """A transaction on the pool, psycopg errors classified."""
+        try:
+            with self.db.pool.connection() as conn, conn.transaction():
+                yield conn
+        except pg_errors() as err:
+            raise self.classify(err, doing) from None
+
+    def _swap(self, staging: int) -> None:
+        """Put the staging rows in place of the live ones in one transaction: a search
+        reads either the old index or the new one, whole."""
+        from groove_postgres.store import LOCK_SCHEMA
+
+        s = self.db.s
+        with self._write("swapping in the rebuilt index of") as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s, 2)", (LOCK_SCHEMA,))
+            conn.execute(
+                f"UPDATE {s}.kbs SET state = 'retired' WHERE name = %s AND state = 'live'",
+                (self.kb,),
+            )
+            conn.execute(f"UPDATE {s}.kbs SET state = 'live' WHERE id = %s", (staging,))
+
+    def _drop(self, state: str) -> None:
+        """Delete the KB's rows in ``state`` (``staging`` or ``retired``) and their HNSW
+        indexes, one KB row per transaction."""
+        s = self.db.s
+        with self._write("removing the unfinished index of") as conn:
+            if not self.db.schema_exists(conn):
+                return
+            ids = [
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT id FROM {s}.kbs WHERE name = %s AND state = %s", (self.kb, state)
+                ).fetchall()
+            ]
+        for kb_id in ids:
+            with self._write("removing the unfinished index of") as conn:
+                conn.execute(f"DROP INDEX IF EXISTS {s}.vectors_hnsw_{kb_id}")
+                conn.execute(f"DELETE FROM {s}.kbs WHERE id = %s", (kb_id,))
+
+    def _copy(self, live: int, staging: int) -> None:
+        """Copy the live rows (not the vectors, which a re-embed replaces) to staging, in
+        one transaction; chunk ids are new and keep their order."""
+        s = self.db.s
+        chunk_columns = (
+            "ordinal, heading, heading_path, level, context, content, token_count, byte_start, "
+            "byte_end, line_start, line_end, heading_n, context_n, content_n, ntok, heading_w, "
+            "context_w, content_w, wterms, wtok"
+        )
+        with self._write("copying") as conn:
+            conn.execute(
+                "CREATE TEMP TABLE doc_map (old bigint PRIMARY KEY, new bigint) ON COMMIT DROP"
+            )
+            conn.execute(
+                f"""WITH src AS (SELECT * FROM {s}.documents WHERE kb = %s),
+                ins AS (
+                    INSERT INTO {s}.documents(kb, path, title, tags, content_hash, size,
+                        mtime_ns, indexed_at)
+                    SELECT %s, path, title, tags, content_hash, size, mtime_ns, indexed_at
+                    FROM src ORDER BY id RETURNING id, path)
+                INSERT INTO doc_map SELECT src.id, ins.id FROM src JOIN ins USING (path)""",
+                (live, staging),
+            )
+            conn.execute(
+                f"INSERT INTO {s}.chunks(kb, doc_id, {chunk_columns}) "
+                f"SELECT %s, m.new, {chunk_columns} FROM {s}.chunks c "
+                "JOIN doc_map m ON m.old = c.doc_id WHERE c.kb = %s ORDER BY c.id",
+                (staging, live),
+            )
+            conn.execute(
+                f"INSERT INTO {s}.doc_tags(kb, doc_id, tag) SELECT %s, m.new, t.tag "
+                f"FROM {s}.doc_tags t JOIN doc_map m ON m.old = t.doc_id",
+                (staging,),
+            )
+            conn.execute(
+                f"INSERT INTO {s}.links(doc_id, kb, ordinal, kind, target, key, line) "
+                f"SELECT m.new, %s, ordinal, kind, target, key, line FROM {s}.links l "
+                "JOIN doc_map m ON m.old = l.doc_id",
+                (staging,),
+            )
+            for table, column in (("trigram_df", "tri"), ("word_df", "term")):
+                conn.execute(
+                    f"INSERT INTO {s}.{table}(kb, {column}, df) "
+                    f"SELECT %s, {column}, df FROM {s}.{table} WHERE kb = %s",
+                    (staging, live),
+                )
+            conn.execute(
+                f"INSERT INTO {s}.meta(kb, key, value) SELECT %s, key, value FROM {s}.meta "
+                "WHERE kb = %s AND key NOT IN ('embedder', 'embedder_dim')",
+                (staging, live),
+            )
+            conn.execute(
+                f"UPDATE {s}.kbs t SET nrow = f.nrow, ntok = f.ntok, wtok = f.wtok "
+                f"FROM {s}.kbs f WHERE t.id = %s AND f.id = %s",
+                (staging, live),
+            )
+
+    def tidy(self, *, strict: bool) -> None:
+        """Remove a killed rebuild's staging rows and any replaced rows left behind,
+        unless another run holds the KB's lock (its staging rows are in use)."""
+        from groove_postgres.store import STAGING
+
+        try:
+            with self.db.run_lock(self.kb, wait=False) as got:
+                if got:
+                    self._drop(STAGING)
+                    self._drop("retired")
+        except StoreError:
+            if strict:
+                raise
+
+    # -- checking ----------------------------------------------------------------------------
+
+    def diagnose(self, *, repair: bool) -> Diagnosis:
+        """The agreements between documents, chunks, vectors, lexical and word rows and the
+        bm25 statistics, and an unfinished run; ``repair`` recounts the statistics and
+        forgets the documents whose rows disagree (the index run that follows re-adds
+        them)."""
+        result = Diagnosis()
+        try:
+            store = self.open()
+        except IndexEnvironmentError as err:
+            result.environment.append(str(err))
+            return result
+        except StoreError as err:
+            if "run 'groove index'" in str(err):
+                raise
+            result.problems.append(str(err))
+            result.rebuild = True
+            return result
+        try:
+            found = _check(store)
+            result.problems.extend(found.describe())
+            incomplete = store.incomplete()
+            result.problems.extend([incomplete] if incomplete else [])
+            if repair and not found.ok:
+                result.reindexed = _repair(store, found)
+        except IndexEnvironmentError as err:
+            result.environment.append(str(err))
+        except IndexDamagedError as err:
+            result.problems.append(str(err))
+            result.rebuild = True
+        except StoreError as err:
+            result.problems.append(str(err))
+        finally:
+            store.close()
+        return result
+
+
+class _Found:
+    """What :func:`_check` found: chunk ids per disagreement, and the statistics' state."""
+
+    def __init__(self) -> None:
+        self.chunks: dict[str, list[int]] = {}
+        self.stats: list[str] = []
+
+    @property
+    def ok(self) -> bool:
+        return not self.stats and not any(self.chunks.values())
+
+    def damaged_chunks(self) -> list[int]:
+        return sorted({c for ids in self.chunks.values() for c in ids})
+
+    def describe(self) -> list[str]:
+        out = [f"{len(ids)} {label}" for label, ids in self.chunks.items() if ids]
+        return out + self.stats
+
+
+def _ids(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> list[int]:
+    return [int(r[0]) for r in conn.execute(sql, params).fetchall()]
+
+
+def _padded_tokens(column: str) -> str:
+    """SQL: the tokens in a padded word column (each token has two spaces)."""
+    return f"(length({column}) - length(replace({column}, ' ', ''))) / 2"
+
+
+def _check(store: PostgresStore) -> _Found:
+    s, kb = store.db.s, store.kb_id
+    found = _Found()
+    identity = store.embedder_identity()
+    with store.snapshot(), store._conn() as conn:
+        if identity is not None:
+            found.chunks["chunks without a vector"] = _ids(
+                conn,
+                f"SELECT c.id FROM {s}.chunks c LEFT JOIN {s}.vectors v ON v.chunk_id = c.id "
+                "WHERE c.kb = %s AND v.chunk_id IS NULL",
+                (kb,),
+            )
+            found.chunks["vectors of another dimension"] = _ids(
+                conn,
+                f"SELECT chunk_id FROM {s}.vectors WHERE kb = %s AND vector_dims(embedding) <> %s",
+                (kb, identity[1]),
+            )
+        found.chunks["rows of another KB under this KB's documents"] = _ids(
+            conn,
+            f"SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.doc_id "
+            f"LEFT JOIN {s}.vectors v ON v.chunk_id = c.id "
+            "WHERE d.kb = %s AND (c.kb <> d.kb OR v.kb <> d.kb)",
+            (kb,),
+        )
+        trigram_tokens = " + ".join(
+            f"greatest(length({c}) - 2, 0)" for c in ("heading_n", "context_n", "content_n")
+        )
+        found.chunks["chunks without their lexical (trigram) text"] = _ids(
+            conn,
+            f"SELECT id FROM {s}.chunks WHERE kb = %s AND (ntok <> {trigram_tokens} "
+            "OR (content_n = '' AND content <> ''))",
+            (kb,),
+        )
+        word_tokens = " + ".join(_padded_tokens(c) for c in ("heading_w", "context_w", "content_w"))
+        found.chunks["chunks without their word-leg rows"] = _ids(
+            conn,
+            f"SELECT id FROM {s}.chunks WHERE kb = %s AND (wtok <> {word_tokens} "
+            "OR (wtok > 0) <> (cardinality(wterms) > 0))",
+            (kb,),
+        )
+        totals = conn.execute(
+            f"SELECT k.nrow, k.ntok, k.wtok, count(c.id), coalesce(sum(c.ntok), 0), "
+            f"coalesce(sum(c.wtok), 0) FROM {s}.kbs k LEFT JOIN {s}.chunks c ON c.kb = k.id "
+            "WHERE k.id = %s GROUP BY k.id",
+            (kb,),
+        ).fetchone()
+        assert totals is not None
+        for label, kept, counted in zip(
+            ("rows", "trigram tokens", "word tokens"), totals[:3], totals[3:], strict=True
+        ):
+            if int(kept) != int(counted):
+                found.stats.append(
+                    f"the bm25 statistics disagree with the rows: {kept} {label} recorded, "
+                    f"{counted} in the chunks"
+                )
+        wrong_words = conn.execute(
+            f"""WITH r AS (SELECT term, count(*) AS df FROM {s}.chunks, unnest(wterms) term
+                           WHERE kb = %s GROUP BY term),
+                     k AS (SELECT term, df FROM {s}.word_df WHERE kb = %s)
+                SELECT count(*) FROM r FULL JOIN k USING (term) WHERE r.df IS DISTINCT FROM k.df""",
+            (kb, kb),
+        ).fetchone()
+        if wrong_words and int(wrong_words[0]):
+            found.stats.append(
+                f"the word leg's document frequencies disagree with the rows for "
+                f"{int(wrong_words[0])} terms"
+            )
+        wrong_trigrams = conn.execute(
+            f"""WITH t AS (
+                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
+                    FROM {s}.chunks c
+                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
+                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
+                    WHERE c.kb = %s),
+                r AS (SELECT tri, count(*) AS df FROM t GROUP BY tri),
+                k AS (SELECT tri, df FROM {s}.trigram_df WHERE kb = %s)
+                SELECT count(*) FROM r FULL JOIN k USING (tri) WHERE r.df IS DISTINCT FROM k.df""",
+            (kb, kb),
+        ).fetchone()
+        if wrong_trigrams and int(wrong_trigrams[0]):
+            found.stats.append(
+                f"the lexical leg's document frequencies disagree with the rows for "
+                f"{int(wrong_trigrams[0])} trigrams"
+            )
+    return found
+
+
+def _repair(store: PostgresStore, found: _Found) -> list[str]:
+    """Forget the documents whose rows disagree and recount the statistics, in one
+    transaction; the paths forgotten."""
+    from groove_postgres.store import _StatsDelta
+
+    s, kb = store.db.s, store.kb_id
+    damaged = found.damaged_chunks()
+    with store.transaction() as conn:
+        rows = conn.execute(
+            f"SELECT DISTINCT d.id, d.path FROM {s}.documents d JOIN {s}.chunks c "
+            "ON c.doc_id = d.id WHERE d.kb = %s AND c.id = ANY(%s)",
+            (kb, damaged),
+        ).fetchall()
+        if rows:
+            # Forgotten documents are missing until the index run that follows re-adds them.
+            store.set_meta(INCOMPLETE_KEY, str(time.time()))
+        stats = _StatsDelta()
+        for doc_id, _ in rows:
+            store._delete_doc(conn, int(doc_id), stats)
+        conn.execute(
+            f"UPDATE {s}.kbs k SET nrow = c.n, ntok = c.t, wtok = c.w FROM (SELECT count(*) AS n, "
+            "coalesce(sum(ntok), 0) AS t, coalesce(sum(wtok), 0) AS w "
+            f"FROM {s}.chunks WHERE kb = %s) c WHERE k.id = %s",
+            (kb, kb),
+        )
+        conn.execute(f"DELETE FROM {s}.word_df WHERE kb = %s", (kb,))
+        conn.execute(
+            f"INSERT INTO {s}.word_df(kb, term, df) SELECT %s, term, count(*) "
+            f"FROM {s}.chunks, unnest(wterms) term WHERE kb = %s GROUP BY term",
+            (kb, kb),
+        )
+        conn.execute(f"DELETE FROM {s}.trigram_df WHERE kb = %s", (kb,))
+        conn.execute(
+            f"""INSERT INTO {s}.trigram_df(kb, tri, df)
+                SELECT %s, tri, count(*) FROM (
+                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
+                    FROM {s}.chunks c
+                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
+                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
+                    WHERE c.kb = %s) t GROUP BY tri""",
+            (kb, kb),
+        )
+    return sorted(str(path) for _, path in rows)
+
+
+def _dbname(settings: PostgresSettings) -> str:
+    """The database the DSN names (as libpq would pick it), for messages."""
+    params: dict[str, Any] = {}
+    with suppress(Exception):
+        from psycopg.conninfo import conninfo_to_dict
+
+        params = dict(conninfo_to_dict(settings.dsn))
+    return str(
+        params.get("dbname")
+        or os.environ.get("PGDATABASE")
+        or params.get("service")
+        or params.get("user")
+        or os.environ.get("PGUSER")
+        or "postgres"
+    )
+
+
+def factory(ctx: BackendContext) -> PostgresBackend:
+    """The backend of ``ctx``'s KB: ``[store]`` settings, the KB key defaulting to the
+    KB's name."""
+    settings = ctx.settings.get(PostgresSettings)
+    return PostgresBackend(settings, settings.kb or ctx.kb_name)

@@ -1,0 +1,47 @@
+"""The word leg on PostgreSQL: the SQLite ``word_chunks`` table (groove_core/words.py) redone.
+
+SQLite indexes each chunk's script-boundary tokens (``words.segment``) with FTS5's
+``unicode61 remove_diacritics 2`` tokenizer and ranks an ``"t1" OR "t2 t3"`` expression with
+``bm25(word_chunks, heading, context, content)``. Here each chunk row holds, per column,
+its tokens folded as that tokenizer folds them (:func:`column_tokens`) and written
+*padded* (:func:`padded`: every token between two spaces, `` a  b ``), so that a term or a
+phrase of tokens is a substring of the column exactly where FTS5 finds it; ``wterms`` (the
+chunk's distinct tokens) carries a GIN index that selects the candidates. The score is
+FTS5's bm25 from the same quantities: rows matching each term (its IDF), per row the
+weighted term frequency and its length in tokens (``wtok``), and the KB's total tokens,
+kept with the per-term document frequencies (``word_df``) in the documents' own
+transactions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from groove_core import words
+from groove_postgres import lexical
+
+__all__ = ["column_tokens", "padded", "phrase_overlaps", "query_term"]
+
+
+def column_tokens(normalized: str) -> list[str]:
+    """The tokens FTS5 indexes for one NFKC-normalised column: ``words.segment``'s tokens,
+    case- and diacritic-folded as ``unicode61 remove_diacritics 2`` folds them."""
+    return [lexical.fold(t) for t in words.segment(normalized).split(" ") if t]
+
+
+def padded(tokens: Sequence[str]) -> str:
+    """Tokens each between two spaces: a phrase's padded form is a substring of a column's
+    exactly where its tokens stand next to each other."""
+    return "".join(f" {t} " for t in tokens)
+
+
+def query_term(term: str) -> list[str]:
+    """The folded tokens of one term of the word leg's expression (a phrase: several)."""
+    return [lexical.fold(t) for t in term.split(" ") if t]
+
+
+def phrase_overlaps(tokens: Sequence[str]) -> bool:
+    """Whether two occurrences of a phrase of ``tokens`` can overlap (``a a`` in ``a a
+    a``): then counting needs a lookahead regex. Padded occurrences only ever overlap by
+    whole tokens."""
+    return any(list(tokens[:n]) == list(tokens[-n:]) for n in range(1, len(tokens)))

@@ -1,0 +1,212 @@
+"""Never a corrupt index on PostgreSQL: kills at random points, two runs at once, doctor
+finding and repairing rows that disagree (tests/test_reliability.py for SQLite)."""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+from groove_postgres.backend import PostgresBackend
+from groove_postgres.store import PostgresStore
+from groove_postgres.testing import BILINGUAL, store_toml
+
+from evaldata import EVALDATA
+from groove_core.app import Groove
+from groove_core.testing import make_kb
+
+KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
+
+
+def _content(app: Groove) -> set[tuple[str, str, int, str]]:
+    """Everything a search can return, independent of row ids and timestamps."""
+    store = app.backend.open()
+    try:
+        with store.snapshot():
+            docs = store.documents()
+            states = store.doc_states()
+            rows = store.chunk_rows(sorted(store.chunk_ids_for_docs(d.doc_id for d in docs)))
+        return {(r.path, states[r.path].content_hash, r.ordinal, r.content) for r in rows.values()}
+    finally:
+        store.close()
+
+
+def _corpus(root: Path, files: int, dsn: str) -> Path:
+    kb = make_kb(root, {}, config=KILL_CONFIG + f'[store]\nbackend = "postgres"\ndsn = "{dsn}"\n')
+    source = sorted((EVALDATA / "jsquad-ja-para" / "docs").glob("*.md"))[:files]
+    assert len(source) == files, "the shared jsquad collection is missing"
+    for path in source:
+        shutil.copy(path, kb / path.name)
+    return kb
+
+
+def _start_index(kb: Path, *args: str) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "groove_core", "index", str(kb), *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+
+
+def _consistent(app: Groove) -> None:
+    found = app.backend.diagnose(repair=False)
+    # A kill part-way through a first run leaves it marked incomplete, nothing else.
+    assert all("incomplete" in p for p in found.problems), found.problems
+    assert not found.environment and not found.rebuild
+
+
+def test_sigkill_at_random_points_never_corrupts_the_index(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    files = 400
+    kb = _corpus(tmp_path / "kb", files, postgres_dsn)
+    # A clean build of the same files under another KB key in the same database.
+    clean = _corpus(tmp_path / "clean", files, postgres_dsn)
+    expected = _content(_indexed(clean))
+    started = time.monotonic()
+    assert _start_index(kb).wait(timeout=300) == 0
+    full_run = time.monotonic() - started
+    rng = random.Random(20261130)
+    kills = 0
+    for round_ in range(12):
+        if kills >= 5:
+            break
+        rebuild = round_ % 2 == 1  # alternate: a first run into an emptied KB, a rebuild
+        if not rebuild:
+            _forget(kb)
+        proc = _start_index(kb, *(["--rebuild"] if rebuild else []))
+        began = time.monotonic()
+        time.sleep(rng.uniform(0.2, 0.9) * full_run)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            kills += 1
+        else:
+            full_run = min(full_run, time.monotonic() - began)
+        proc.wait(timeout=60)
+        app = Groove.open(kb)
+        if rebuild:
+            # The old index kept serving, whole.
+            assert _content(app) == expected, f"a killed rebuild changed the index ({round_})"
+        elif app.backend.exists():
+            _consistent(app)
+        report = Groove.open(kb).index()
+        assert report.documents_total == files
+        assert _content(Groove.open(kb)) == expected, f"differs from a clean build ({round_})"
+        assert Groove.open(kb).doctor().healthy
+    assert kills >= 4, f"only {kills} runs were still going when killed"
+    # No staging rows are left behind.
+    with psycopg.connect(postgres_dsn) as conn:
+        states = conn.execute("SELECT name, state FROM groove.kbs ORDER BY name").fetchall()
+    assert states == [("clean", "live"), ("kb", "live")]
+
+
+def _indexed(kb: Path) -> Groove:
+    app = Groove.open(kb)
+    app.index()
+    return app
+
+
+def _forget(kb: Path) -> None:
+    """Delete the KB's rows, as if it had never been indexed."""
+    backend = Groove.open(kb).backend
+    assert isinstance(backend, PostgresBackend)
+    backend._drop("live")
+    backend.close()
+
+
+def test_two_concurrent_index_runs_serialise(tmp_path: Path, postgres_dsn: str) -> None:
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    backend = Groove.open(kb).backend
+    assert isinstance(backend, PostgresBackend)
+    # While the KB's run lock is held, a run waits and writes nothing.
+    with backend.db.run_lock("notes"):
+        waiting = _start_index(kb)
+        time.sleep(2.0)
+        assert waiting.poll() is None
+        assert not backend.exists() or backend.open().counts()["documents"] == 0
+    assert waiting.wait(timeout=120) == 0
+    assert backend.open().counts()["documents"] == len(BILINGUAL)
+    # Two runs started together (a rebuild and an update): both finish, one after the other.
+    (kb / "notes" / "extra.md").write_text("# Extra\n\nanother note\n", encoding="utf-8")
+    runs = [_start_index(kb, "--rebuild"), _start_index(kb)]
+    codes = [p.wait(timeout=120) for p in runs]
+    assert codes == [0, 0], [p.stderr.read() if p.stderr else b"" for p in runs]
+    app = Groove.open(kb)
+    assert app.backend.open().counts()["documents"] == len(BILINGUAL) + 1
+    assert app.doctor().healthy
+    # In one process too: two threads' index runs queue on the lock.
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            Groove.open(kb).index(rebuild=True)
+        except BaseException as err:
+            errors.append(err)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    assert Groove.open(kb).doctor().healthy
+
+
+def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn: str) -> None:
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    app = Groove.open(kb)
+    app.index()
+    expected = _content(app)
+    store = app.backend.open()
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        victim = conn.execute(
+            "SELECT c.id FROM groove.chunks c JOIN groove.documents d ON d.id = c.doc_id "
+            "WHERE d.path = 'notes/rust.md' ORDER BY c.id LIMIT 1"
+        ).fetchone()
+        assert victim is not None
+        conn.execute("DELETE FROM groove.vectors WHERE chunk_id = %s", victim)
+        conn.execute("UPDATE groove.kbs SET nrow = nrow + 3 WHERE id = %s", (store.kb_id,))
+        conn.execute("DELETE FROM groove.word_df WHERE kb = %s AND term = 'rust'", (store.kb_id,))
+        conn.execute(
+            "UPDATE groove.trigram_df SET df = df + 1 WHERE kb = %s AND tri = 'rus'",
+            (store.kb_id,),
+        )
+    found = app.doctor()
+    assert not found.healthy
+    text = "\n".join(found.problems)
+    assert "1 chunks without a vector" in text
+    assert "3 rows recorded" not in text and "rows recorded" in text
+    assert "word leg's document frequencies disagree" in text
+    assert "lexical leg's document frequencies disagree" in text
+    repaired = app.doctor(repair=True)
+    assert repaired.repaired and repaired.reindexed == ["notes/rust.md"]
+    assert Groove.open(kb).doctor().healthy
+    assert _content(Groove.open(kb)) == expected
+
+
+def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    app = Groove.open(kb)
+    app.index()
+    expected = _content(app)
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok TO wtok_lost")
+    try:
+        result = Groove.open(kb).search("rust")
+    except Exception as err:
+        assert "damaged" in str(err) and "doctor --repair" in str(err)
+    else:
+        raise AssertionError(f"searched a damaged index: {result}")
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok_lost TO wtok")
+    assert _content(Groove.open(kb)) == expected
