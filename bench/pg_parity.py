@@ -94,6 +94,7 @@ def copy_to_postgres(kb: Path, collection: str) -> None:
 
 def evaluate(kb: Path, golden: str, per_query: Path) -> dict[str, Any]:
     """``groove eval --json`` (stage 1, the default): nDCG@10 and the per-query file."""
+    began = time.perf_counter()
     out = groove(
         "eval",
         "--kb",
@@ -106,6 +107,7 @@ def evaluate(kb: Path, golden: str, per_query: Path) -> dict[str, Any]:
         str(per_query),
     )
     run = json.loads(out.stdout)["runs"][0]
+    print(f"  eval {golden} on {per_query.stem.split('-')[0]}: {time.perf_counter() - began:.1f} s")
     ndcg = run["metrics"]["ndcg@10"]
     return {
         "n": run["n"],
@@ -123,12 +125,14 @@ def evaluate(kb: Path, golden: str, per_query: Path) -> dict[str, Any]:
 def top10(kb: Path, goldens: tuple[str, ...], out: Path) -> dict[str, list[list[list[Any]]]]:
     """Every golden query's top 10 through ``Groove.search`` (what ``groove search --limit
     10`` returns), in a process of its own: golden file -> per query, [path, start, end]."""
+    began = time.perf_counter()
     subprocess.run(
         [sys.executable, __file__, "--dump", str(kb), str(out), *goldens],
         env=ENV,
         check=True,
     )
     result: dict[str, list[list[list[Any]]]] = json.loads(out.read_text(encoding="utf-8"))
+    print(f"  searches on {out.stem.split('-')[0]}: {time.perf_counter() - began:.1f} s")
     return result
 
 
