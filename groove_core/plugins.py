@@ -336,9 +336,20 @@ def _resolve_settings(plugins: Plugins) -> None:
 
 
 def _mark_stages(plugins: Plugins) -> None:
-    """Note on each plugin's row the stages it switches, and whether they start off."""
+    """Note on each plugin's row the stages it switches, and whether they start off; a
+    switch whose setting no section defines is the plugin's bug, said as such."""
     by_plugin: dict[str, list[StageSwitch]] = {}
     for switch in plugins.stage_switches():
+        for key in (switch.setting, switch.requires):
+            try:
+                if key is not None:
+                    plugins.settings.value(key)
+            except KeyError:
+                raise ConfigError(
+                    f"the plugin {switch.plugin} switches its stage {switch.name!r} by the "
+                    f"setting {key!r}, which neither groove nor any plugin section defines "
+                    "(a bug of the plugin: disable it in [plugins] disabled)"
+                ) from None
         by_plugin.setdefault(switch.plugin, []).append(switch)
     for i, info in enumerate(plugins.infos):
         switches = by_plugin.get(info.name) if info.status == "enabled" else None
