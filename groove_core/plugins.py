@@ -116,7 +116,8 @@ class Plugins:
         return spec.factory(self.config.embedder)
 
     def search_options(self) -> list[SearchOption]:
-        """Every per-query option: each stage switch's, then those plugins add."""
+        """Every per-query option, by plugin in registration order: a plugin's stage
+        switches, then the options it adds."""
         from groove_core.context import SearchOption
 
         options = [
@@ -132,7 +133,8 @@ class Plugins:
             contributed = cast("list[SearchOption] | None", impl.function())
             for option in contributed or []:
                 options.append(_with_plugin(option, impl.plugin_name))
-        return options
+        order = {name: i for i, (name, _) in enumerate(self.pm.list_name_plugin())}
+        return sorted(options, key=lambda o: order.get(o.plugin, len(order)))
 
     def stage_switches(self) -> list[StageSwitch]:
         """The optional stages' switches, each with the plugin that declared it."""
