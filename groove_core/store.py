@@ -2,7 +2,7 @@
 
 Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
 (FTS5 trigram over heading / context / content, rowid = chunk id; contentless since schema
-4, see "Lexical tables" below), ``vec_chunks`` (vec0,
+4, see ``FTS_SCHEMA``), ``vec_chunks`` (vec0,
 L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
 tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``) and ``links``
 (links between notes, in ``groove_core.links``). Every file is
@@ -347,7 +347,7 @@ _REFILL_BATCH = 1_000
 
 def refill_lexical(conn: Any) -> None:
     """Empty both lexical tables and write them again from every chunk under this
-    process's rules, in the caller's transaction (about 1 s per 1,000 chunks)."""
+    process's rules, in the caller's transaction (35 s for 111k chunks, docs/benchmarks.md)."""
     for table in ("fts_chunks", "word_chunks"):
         conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
     after = 0
