@@ -629,7 +629,15 @@ class Store:
                 f"({SCHEMA_VERSION}); upgrade groove or rebuild with 'groove index --rebuild'"
             )
         if version < SCHEMA_VERSION:
-            self._migrate(version)
+            try:
+                self._migrate(version)
+            except sqlite_errors() as err:
+                raise classify_error(
+                    err,
+                    self.label,
+                    "upgrading",
+                    "Each completed upgrade step was kept and the failed one rolled back.",
+                ) from None
 
     def _create_schema(self) -> None:
         for statement in _SCHEMA.split(";"):
@@ -649,6 +657,12 @@ class Store:
                     "cannot migrate; run 'groove index --rebuild'"
                 )
             with self.transaction():
+                # Another connection (a second reader thread, another process) may have
+                # run this step while this one waited for the write lock.
+                current = int(self.get_meta("schema_version") or 0)
+                if current != version:
+                    version = current
+                    continue
                 step(self.conn)
                 version += 1
                 self.set_meta("schema_version", str(version))

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from groove_core import store as store_module
 from groove_core import words
 from groove_core.query import normalize
 from groove_core.store import (
@@ -177,6 +178,7 @@ def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> 
 _SLOW_MIGRATION = """
 import sys, time
 from pathlib import Path
+from groove_core import store as store_module
 from groove_core import words
 from groove_core.store import Store
 
@@ -271,3 +273,53 @@ def test_doctor_repairs_contentless_tables(tmp_path: Path, damage: str) -> None:
     assert app.doctor().healthy
     assert check_consistency(app.store).ok
     app.close()
+
+
+def test_a_step_another_connection_ran_meanwhile_is_not_run_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two reader threads opening a schema-3 index both see version 3; the second waits
+    for the first's write lock and must then find the step done."""
+    kb = make_kb(tmp_path / "kb", FILES)
+    app = open_kb(kb, entry_points=False)
+    index = app.index_file
+    app.close()
+    _make_schema_3(index)
+    runs: list[int] = []
+    step = store_module.MIGRATIONS[3]
+    monkeypatch.setitem(store_module.MIGRATIONS, 3, lambda conn: (runs.append(3), step(conn)))
+    late = Store._connect(index, "index")  # opened, its version (3) read, not yet migrated
+    Store.open(index).close()  # meanwhile another connection migrates
+    late._migrate(3)
+    assert runs == [3]
+    assert late.get_meta("schema_version") == "4" and check_consistency(late).ok
+    late.close()
+
+
+def test_a_migration_that_cannot_get_the_lock_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    kb = make_kb(tmp_path / "kb", FILES)
+    app = open_kb(kb, entry_points=False)
+    index = app.index_file
+    app.close()
+    _make_schema_3(index)
+    connect_ = store_module.connect
+
+    def impatient(path: Path | str) -> Any:
+        conn = connect_(path)
+        conn.execute("PRAGMA busy_timeout = 50")
+        return conn
+
+    monkeypatch.setattr(store_module, "connect", impatient)
+    writer = connect(index)
+    writer.execute("BEGIN IMMEDIATE")  # an index run holds the write lock
+    try:
+        with pytest.raises(store_module.IndexEnvironmentError, match="locked by another"):
+            Store.open(index, "idx")
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    store = Store.open(index)  # and once the lock is free, it migrates
+    assert store.get_meta("schema_version") == "4"
+    store.close()
