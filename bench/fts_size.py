@@ -1,26 +1,27 @@
-"""Index size: today's FTS5 table (its own copy of the text) against an external-content and a
-contentless one, on the same rows. Measures only; the schema is unchanged.
+"""Index size and lexical-leg speed: schema 4's contentless FTS5 tables against schema 3's,
+which held their own copy of the text, on the same index.
 
-    .venv/bin/python bench/fts_size.py KB [--rows 20000]
+    .venv/bin/python bench/fts_size.py KB [--rounds 5]
 
-Reads the first ROWS rows of KB's index (``fts_chunks``: heading, context, content, already
-NFKC-normalised) and builds three tables into fresh files:
+KB must be indexed (schema 4). The index is copied twice (SQLite's backup): one copy stays
+as it is, the other gets schema 3's lexical tables back (``fts_chunks`` and ``word_chunks``
+with their own text, filled from the chunks as schema 3 wrote them); both are VACUUMed, so
+the sizes differ only by the tables' layout. Sizes are given per byte of the KB's Markdown.
+Then the cost of re-writing some chunks' lexical rows (an edit) on each, and the time the
+3 -> 4 migration takes on the schema-3 copy.
 
-* ``content``: today's table, ``tokenize = 'trigram remove_diacritics 1'``;
-* ``external``: ``content = 'src'`` over a plain table holding the same text (in groove that
-  table would be ``chunks``; its size is reported apart, since the index already holds it);
-* ``contentless``: ``content = ''``, ``contentless_delete = 1`` (SQLite >= 3.43), so that
-  rows can still be deleted by rowid without their old text.
-
-For each: bytes on disk (after VACUUM; for ``external`` the file holds the source table
-too, so the FTS index alone is about the ``contentless`` figure), whether
-``highlight()`` works, and the ranked query's wall and CPU time over the golden queries of
-bench/scale.py, the three tables interleaved query by query.
+Speed: the ranked query of each lexical leg (trigram and word) over the golden queries of
+bench/scale.py, on both copies, interleaved query by query, this thread's CPU time and
+wall time, p50 / p95; and ``cost_ratio`` (groove_core.testing: interleaved rounds, best of
+three, median) of the whole query set, schema 4 over schema 3. The ranked rows (ids and
+bm25 scores) are compared on every query.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import statistics
 import sys
 import tempfile
 import time
@@ -32,88 +33,200 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from scale import queries
 from timing import pct
 
+from groove_core import words
 from groove_core.app import Groove
-from groove_core.query import parse_query
-from groove_core.store import connect
+from groove_core.query import normalize, parse_query
+from groove_core.store import (
+    FTS_RANKED_SQL,
+    Store,
+    connect,
+    copy_index,
+    delete_lexical_rows,
+    insert_lexical_rows,
+)
+from groove_core.testing import cost_ratio
 
-TOKENIZE = "tokenize = 'trigram remove_diacritics 1'"
-VARIANTS = {
-    "content": f"CREATE VIRTUAL TABLE fts USING fts5(heading, context, content, {TOKENIZE})",
-    "external": (
-        "CREATE TABLE src (id INTEGER PRIMARY KEY, heading TEXT, context TEXT, content TEXT);"
-        "CREATE VIRTUAL TABLE fts USING fts5(heading, context, content, "
-        f"content = 'src', content_rowid = 'id', {TOKENIZE})"
-    ),
-    "contentless": (
-        "CREATE VIRTUAL TABLE fts USING fts5(heading, context, content, content = '', "
-        f"contentless_delete = 1, {TOKENIZE})"
-    ),
-}
-RANKED = (
-    "SELECT rowid, bm25(fts, 2.0, 1.0, 1.0) AS s FROM fts WHERE fts MATCH ? "
-    "ORDER BY s, rowid LIMIT 50"
+SCHEMA_3_LEXICAL = """
+CREATE VIRTUAL TABLE fts_chunks USING fts5(
+    heading, context, content, tokenize = 'trigram remove_diacritics 1'
+);
+CREATE VIRTUAL TABLE word_chunks USING fts5(
+    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE word_vocab USING fts5vocab(word_chunks, 'row');
+"""
+WORD_RANKED_SQL = (
+    "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
+    "WHERE word_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
 )
 
 
-def build(path: Path, kind: str, rows: list[tuple[Any, ...]]) -> Any:
+def to_schema_3(path: Path) -> None:
     conn = connect(path)
-    conn.executescript(VARIANTS[kind])
-    with conn:
-        if kind == "external":
-            conn.executemany("INSERT INTO src VALUES (?, ?, ?, ?)", rows)
-        conn.executemany("INSERT INTO fts(rowid, heading, context, content) VALUES (?,?,?,?)", rows)
+    conn.execute("BEGIN")
+    for table in ("word_vocab", "word_chunks", "fts_chunks"):
+        conn.execute(f"DROP TABLE {table}")
+    for statement in SCHEMA_3_LEXICAL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
+    for chunk_id, *fields in rows:
+        heading, context, content = (normalize(f) for f in fields)
+        conn.execute(
+            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+            (chunk_id, heading, context, content),
+        )
+        words.insert_row(conn, chunk_id, heading, context, content)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute("DELETE FROM meta WHERE key IN ('lexical_rules', 'vectors_version')")
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def vacuum(path: Path) -> int:
+    conn = connect(path)
+    conn.execute("PRAGMA journal_mode = DELETE")
     conn.execute("VACUUM")
-    return conn
+    conn.close()
+    return path.stat().st_size
 
 
-def can_highlight(conn: Any, expr: str) -> str:
+def table_bytes(path: Path) -> dict[str, int]:
+    conn = connect(path)
     try:
-        row = conn.execute(
-            "SELECT highlight(fts, 2, '[', ']') FROM fts WHERE fts MATCH ? LIMIT 1", (expr,)
-        ).fetchone()
-    except Exception as err:  # the contentless table refuses: that is the finding
-        return f"no ({str(err)[:60]})"
-    return "yes" if row and row[0] and "[" in row[0] else f"no ({row!r:.40})"
+        rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name").fetchall()
+    except Exception:  # dbstat is optional in SQLite builds
+        rows = []
+    finally:
+        conn.close()
+    return {str(n): int(b) for n, b in rows}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("kb", type=Path)
-    parser.add_argument("--rows", type=int, default=20_000)
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    source = connect(Groove.open(args.kb).index_file)
-    rows = source.execute(
-        "SELECT rowid, heading, context, content FROM fts_chunks ORDER BY rowid LIMIT ?",
-        (args.rows,),
-    ).fetchall()
-    raw = sum(len(str(c).encode()) for r in rows for c in r[1:])
-    texts = [str(q.match_expr) for t in queries() if (q := parse_query(t)).match_expr]
+    app = Groove.open(args.kb)
+    markdown = sum(p.stat().st_size for p in args.kb.rglob("*.md"))
+    chunks = app.store.counts()["chunks"]
+    fusion = app.config.search.fusion
+    weights = (fusion.heading, fusion.context, fusion.content)
+    trigram = [str(q.match_expr) for t in queries() if (q := parse_query(t)).match_expr]
+    word = [e for t in queries() if (e := words.match_expr(words.query_terms([(t, False)])[0]))]
     with tempfile.TemporaryDirectory() as tmp:
-        conns = {k: build(Path(tmp) / f"{k}.sqlite", k, rows) for k in VARIANTS}
-        sizes = {k: (Path(tmp) / f"{k}.sqlite").stat().st_size for k in VARIANTS}
-        wall: dict[str, list[float]] = {k: [] for k in VARIANTS}
-        cpu: dict[str, list[float]] = {k: [] for k in VARIANTS}
-        same = True
-        for expr in texts:
-            results = []
-            for kind, conn in conns.items():
-                w, c = time.perf_counter(), time.thread_time()
-                results.append(conn.execute(RANKED, (expr,)).fetchall())
-                wall[kind].append(time.perf_counter() - w)
-                cpu[kind].append(time.thread_time() - c)
-            same = same and all(r == results[0] for r in results)
-        print(f"{len(rows):,} rows, text {raw / 2**20:.1f} MiB; {len(texts)} queries")
-        probe = next(e for e in texts if conns["content"].execute(RANKED, (e,)).fetchone())
-        print("| table | file | vs today | highlight() | wall p50 / p95 ms | CPU p50 / p95 ms |")
-        print("|---|---|---|---|---|---|")
-        for kind, conn in conns.items():
+        paths = {"schema 3": Path(tmp) / "s3.sqlite", "schema 4": Path(tmp) / "s4.sqlite"}
+        for path in paths.values():
+            copy_index(app.index_file, path, str(path))
+        app.close()
+        to_schema_3(paths["schema 3"])
+        sizes = {k: vacuum(p) for k, p in paths.items()}
+        tables = {k: table_bytes(p) for k, p in paths.items()}
+        conns = {k: connect(p) for k, p in paths.items()}
+        legs: dict[str, tuple[str, list[str]]] = {
+            "trigram": (FTS_RANKED_SQL, trigram),
+            "word": (WORD_RANKED_SQL, word),
+        }
+        print(f"{chunks:,} chunks, Markdown {markdown / 2**20:.1f} MiB")
+        print("| index | file after VACUUM | bytes per Markdown byte | vs schema 3 |")
+        print("|---|---|---|---|")
+        for kind, size in sizes.items():
             print(
-                f"| {kind} | {sizes[kind] / 2**20:.1f} MiB | {sizes[kind] / sizes['content']:.2f} "
-                f"| {can_highlight(conn, probe)} | {pct(wall[kind])} | {pct(cpu[kind])} |"
+                f"| {kind} | {size / 2**20:.1f} MiB | {size / markdown:.2f} "
+                f"| {size / sizes['schema 3']:.3f} |"
             )
-        print(f"identical ranked results on every query: {same}")
+        for kind, found in tables.items():  # only where SQLite has the dbstat table
+            lexical = {n: b for n, b in found.items() if n.startswith(("fts_", "word_"))}
+            if lexical:
+                print(kind, {n: f"{b / 2**20:.1f} MiB" for n, b in sorted(lexical.items())})
+        print("| leg | index | wall p50 / p95 ms | CPU p50 / p95 ms | CPU ratio (cost_ratio) |")
+        print("|---|---|---|---|---|")
+        for leg, (sql, exprs) in legs.items():
+            wall: dict[str, list[float]] = {k: [] for k in conns}
+            cpu: dict[str, list[float]] = {k: [] for k in conns}
+            same = True
+            for expr in exprs:
+                results = []
+                for kind, conn in conns.items():
+                    w, c = time.perf_counter(), time.thread_time()
+                    results.append(conn.execute(sql, (*weights, expr, 50)).fetchall())
+                    wall[kind].append(time.perf_counter() - w)
+                    cpu[kind].append(time.thread_time() - c)
+                same = same and results[0] == results[1]
+
+            def run(conn: Any, sql: str = sql, exprs: list[str] = exprs) -> None:
+                for expr in exprs:
+                    conn.execute(sql, (*weights, expr, 50)).fetchall()
+
+            ratio = cost_ratio(
+                lambda: run(conns["schema 4"]),
+                lambda: run(conns["schema 3"]),
+                rounds=args.rounds,
+                repeat=1,
+            )
+            for kind in conns:
+                shown = f"{ratio:.3f}" if kind == "schema 4" else "1"
+                print(f"| {leg} | {kind} | {pct(wall[kind])} | {pct(cpu[kind])} | {shown} |")
+            print(
+                f"{leg}: {len(exprs)} queries, identical ranked rows and bm25 scores: {same}; "
+                f"median CPU {statistics.median(cpu['schema 4']) * 1000:.2f} vs "
+                f"{statistics.median(cpu['schema 3']) * 1000:.2f} ms"
+            )
+        print_update_cost(conns, args.rounds)
         for conn in conns.values():
             conn.close()
+        wall_started, cpu_started = time.perf_counter(), time.process_time()
+        Store.open(paths["schema 3"]).close()  # opening migrates it to schema 4
+        print(
+            f"migrating the schema-3 copy in place: {time.perf_counter() - wall_started:.1f} s "
+            f"wall, {time.process_time() - cpu_started:.1f} s CPU"
+        )
+
+
+def print_update_cost(conns: dict[str, Any], rounds: int) -> None:
+    """What an edit costs the lexical tables: delete and write again the rows of 500
+    chunks, in a transaction that is rolled back. Schema 3 deletes by rowid (FTS5 reads
+    the old text from its own copy); schema 4 computes the text again from the chunks."""
+    ids = [int(r[0]) for r in conns["schema 4"].execute("SELECT id FROM chunks LIMIT 500")]
+
+    def rows(conn: Any) -> list[tuple[int, str, str, str]]:
+        found = conn.execute(
+            "SELECT id, heading, context, content FROM chunks "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(ids),),
+        ).fetchall()
+        return [(int(i), normalize(h), normalize(c), normalize(t)) for i, h, c, t in found]
+
+    def schema_3() -> None:
+        conn = conns["schema 3"]
+        conn.execute("BEGIN")
+        conn.executemany("DELETE FROM fts_chunks WHERE rowid = ?", [(i,) for i in ids])
+        conn.executemany("DELETE FROM word_chunks WHERE rowid = ?", [(i,) for i in ids])
+        fresh = rows(conn)
+        conn.executemany(
+            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", fresh
+        )
+        for row in fresh:
+            words.insert_row(conn, *row)
+        conn.execute("ROLLBACK")
+
+    def schema_4() -> None:
+        conn = conns["schema 4"]
+        conn.execute("BEGIN")
+        delete_lexical_rows(conn, ids)
+        insert_lexical_rows(conn, rows(conn))
+        conn.execute("ROLLBACK")
+
+    ratio = cost_ratio(schema_4, schema_3, rounds=rounds, repeat=1)
+    cpu = {}
+    for name, fn in (("schema 3", schema_3), ("schema 4", schema_4)):
+        started = time.thread_time()
+        fn()
+        cpu[name] = time.thread_time() - started
+    print(
+        f"re-writing the lexical rows of {len(ids)} chunks: CPU {cpu['schema 3']:.2f} s "
+        f"(schema 3) vs {cpu['schema 4']:.2f} s (schema 4), cost_ratio {ratio:.3f}"
+    )
 
 
 if __name__ == "__main__":

@@ -70,16 +70,17 @@ class Groove:
         """The storage backend ``[store] backend`` names (docs/storage-backends.md)."""
         return self._make_backend(self.config.store.backend)
 
-    def _make_backend(self, name: str) -> IndexBackend:
+    def _make_backend(self, name: str, asked_by: str | None = None) -> IndexBackend:
         from groove_core.backend import BackendContext
 
         specs = self.plugins.backend_specs()
         if name not in specs:
             known = ", ".join(sorted(specs)) or "none"
+            where = f"[store] backend = {name!r} in {self.config.source or 'groove.toml'}"
             raise ConfigError(
-                f"[store] backend = {name!r} in {self.config.source or 'groove.toml'}: no "
-                f"enabled plugin provides it (available: {known}; `groove plugins list` "
-                "shows the installed plugins)"
+                f"{asked_by or where}: no enabled plugin provides the storage backend "
+                f"{name!r} (available: {known}; `groove plugins list` shows the installed "
+                "plugins)"
             )
         kb_name = self.config.kb.name or self.kb.resolve().name or "kb"
         ctx = BackendContext(self.kb, self.config, self.plugins.settings, kb_name, self.index_file)
@@ -149,7 +150,7 @@ class Groove:
 
         if name == self.config.store.backend:
             raise ConfigError(f"--copy-from {name}: that is the configured backend already")
-        source_backend = self._make_backend(name)
+        source_backend = self._make_backend(name, f"--copy-from {name}")
         if not source_backend.exists():
             raise ConfigError(
                 f"--copy-from {name}: the KB has no index there ({source_backend.label})"

@@ -73,12 +73,19 @@ class IndexBackend(Protocol):
     name: str
     #: How messages name the index: "index.sqlite", "postgres db groove, KB notes".
     label: str
+    #: How the index is named to remote (MCP) clients: never a machine path or a secret.
+    public_label: str
     #: How many searches at once ``groove serve`` runs by default (its reader threads,
     #: each with a connection of its own): what the engine serves well side by side.
     readers: int
 
     def exists(self) -> bool:
         """Whether an index has been built (searching needs one)."""
+        ...
+
+    def size_bytes(self) -> int | None:
+        """What the index takes on disk, or None where the engine cannot tell one KB's
+        share (``groove status``)."""
         ...
 
     def open(self) -> IndexStore:

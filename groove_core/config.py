@@ -11,6 +11,7 @@ then. The core names no optional stage.
 
 from __future__ import annotations
 
+import copy
 import functools
 import tomllib
 from collections.abc import Mapping, Sequence
@@ -261,7 +262,8 @@ class GrooveConfig(BaseModel):
         :func:`parse_config` reads back into an equal configuration."""
         data = self.model_dump(by_alias=True)
         for dotted, value in self.unclaimed.items():
-            set_dotted(data, dotted, value)
+            # A copy: callers edit the mapping (eval's variants), never this configuration.
+            set_dotted(data, dotted, copy.deepcopy(value))
         return data
 
 
@@ -457,24 +459,42 @@ def resolve_settings(
 
 
 def _check_claims(sections: Sequence[ConfigSection], source: str) -> None:
-    """Each key has one owner: the core, or one plugin."""
+    """Each key has one owner: the core, or one plugin; a plugin's own table is
+    ``[plugin.<its name>]``, never another plugin's."""
     owners: dict[str, str] = {}
     tables = core_tables()
     for section in sections:
-        prefix = f"{section.path}." if section.path else ""
-        if section.path in tables:
-            claimed = [prefix + key for key in section.model.model_fields]
-            core = [key for key in claimed if key.rpartition(".")[2] in _core_keys(section.path)]
+        path, plugin = section.path, section.plugin
+        table, _, leaf = path.rpartition(".")
+        if path == "plugin" or (path.startswith("plugin.") and path != f"plugin.{plugin}"):
+            raise ConfigError(
+                f"the plugin {plugin} claims [{path}] of groove.toml: a plugin's own table "
+                f"is [plugin.{plugin}]"
+            )
+        if path and path not in tables and table in tables and leaf in _core_keys(table):
+            raise ConfigError(
+                f"the plugin {plugin} claims {path!r} of groove.toml, which groove itself "
+                "defines: add the plugin to [plugins] disabled"
+            )
+        prefix = f"{path}." if path else ""
+        if path in tables:
+            claimed = [prefix + key for key in _toml_keys(section.model)]
+            core = [key for key in claimed if key.rpartition(".")[2] in _core_keys(path)]
         else:
-            claimed, core = [section.path], []
+            claimed, core = [path], []
         for key in claimed:
-            other = owners.setdefault(key, section.plugin)
-            if key in core or other != section.plugin:
+            other = owners.setdefault(key, plugin)
+            if key in core or other != plugin:
                 rival = "groove itself" if key in core else f"the plugin {other}"
                 raise ConfigError(
-                    f"the plugin {section.plugin} claims {key!r} of groove.toml, which "
+                    f"the plugin {plugin} claims {key!r} of groove.toml, which "
                     f"{rival} defines: add one of them to [plugins] disabled"
                 )
+
+
+def _toml_keys(model: type[BaseModel]) -> list[str]:
+    """The keys a model reads in groove.toml: each field's alias, else its name."""
+    return [info.alias or name for name, info in model.model_fields.items()]
 
 
 def _core_keys(table: str) -> set[str]:

@@ -116,7 +116,8 @@ class Plugins:
         return spec.factory(self.config.embedder)
 
     def search_options(self) -> list[SearchOption]:
-        """Every per-query option: each stage switch's, then those plugins add."""
+        """Every per-query option, by plugin in registration order: a plugin's stage
+        switches, then the options it adds."""
         from groove_core.context import SearchOption
 
         options = [
@@ -132,7 +133,8 @@ class Plugins:
             contributed = cast("list[SearchOption] | None", impl.function())
             for option in contributed or []:
                 options.append(_with_plugin(option, impl.plugin_name))
-        return options
+        order = {name: i for i, (name, _) in enumerate(self.pm.list_name_plugin())}
+        return sorted(options, key=lambda o: order.get(o.plugin, len(order)))
 
     def stage_switches(self) -> list[StageSwitch]:
         """The optional stages' switches, each with the plugin that declared it."""
@@ -336,9 +338,20 @@ def _resolve_settings(plugins: Plugins) -> None:
 
 
 def _mark_stages(plugins: Plugins) -> None:
-    """Note on each plugin's row the stages it switches, and whether they start off."""
+    """Note on each plugin's row the stages it switches, and whether they start off; a
+    switch whose setting no section defines is the plugin's bug, said as such."""
     by_plugin: dict[str, list[StageSwitch]] = {}
     for switch in plugins.stage_switches():
+        for key in (switch.setting, switch.requires):
+            try:
+                if key is not None:
+                    plugins.settings.value(key)
+            except KeyError:
+                raise ConfigError(
+                    f"the plugin {switch.plugin} switches its stage {switch.name!r} by the "
+                    f"setting {key!r}, which neither groove nor any plugin section defines "
+                    "(a bug of the plugin: disable it in [plugins] disabled)"
+                ) from None
         by_plugin.setdefault(switch.plugin, []).append(switch)
     for i, info in enumerate(plugins.infos):
         switches = by_plugin.get(info.name) if info.status == "enabled" else None

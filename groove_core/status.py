@@ -7,8 +7,6 @@ a fact to report, not an error, and no model is loaded to report it.
 
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from groove_core.embedding import EmbedderError
@@ -28,7 +26,7 @@ def kb_status(app: Groove) -> dict[str, Any]:
         "index_file": app.index_label,
         "backend": app.backend.name,
         "indexed": app.backend.exists(),
-        "index_bytes": index_bytes(app.index_file),
+        "index_bytes": app.backend.size_bytes(),
     }
     if not out["indexed"]:
         changes = changes_on_disk(app, store=None)
@@ -41,16 +39,6 @@ def kb_status(app: Groove) -> dict[str, Any]:
     finally:
         store.close()
     return {**out, "changes_on_disk": changes, "stale": _stale(changes)}
-
-
-def index_bytes(index_file: Path) -> int:
-    """The index's size on disk: the file and its write-ahead log (which holds the latest
-    writes until a checkpoint folds them into the file)."""
-    total = 0
-    for path in (index_file, index_file.with_name(index_file.name + "-wal")):
-        with contextlib.suppress(OSError):  # no WAL: nothing written since the checkpoint
-            total += path.stat().st_size
-    return total
 
 
 def _empty(app: Groove) -> dict[str, Any]:

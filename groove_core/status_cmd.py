@@ -65,8 +65,9 @@ def human_lines(status: dict[str, Any]) -> list[str]:
     if not status["indexed"]:
         lines.append(f"index:          none yet ({printable(status['index_file'])} does not exist)")
     else:
-        size = human_size(status["index_bytes"])
-        lines.append(f"index:          {printable(status['index_file'])} ({size})")
+        size = status["index_bytes"]
+        shown = f" ({human_size(size)})" if size is not None else ""
+        lines.append(f"index:          {printable(status['index_file'])}{shown}")
     lines.append(f"documents:      {status['documents']}")
     lines.append(f"chunks:         {status['chunks']}")
     lines.append(f"embedder:       {_embedder_line(status['embedder'])}")

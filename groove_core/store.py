@@ -1,7 +1,8 @@
 """The index: one SQLite file (pysqlite3 + sqlite-vec), its schema, and all of its SQL.
 
 Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
-(FTS5 trigram over heading / context / content, rowid = chunk id), ``vec_chunks`` (vec0,
+(FTS5 trigram over heading / context / content, rowid = chunk id; contentless since schema
+4, see ``FTS_SCHEMA``), ``vec_chunks`` (vec0,
 L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
 tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``) and ``links``
 (links between notes, in ``groove_core.links``). Every file is
@@ -13,7 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+import unicodedata
+import uuid
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -30,7 +35,20 @@ if TYPE_CHECKING:
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
+
+#: The trigram table. Contentless (``content = ''``): it holds the index, not a third copy
+#: of the text (``chunks`` has it), which makes the index ~14% smaller (docs/benchmarks.md,
+#: "Issue #21"). groove never reads text back from it: match spans are computed from
+#: ``chunks.content``. Not ``contentless_delete = 1``: FTS5 then never subtracts a deleted
+#: row from the row count and token totals that bm25 uses, so scores would drift with
+#: every edit; a row is deleted instead with FTS5's 'delete' command and its text, computed
+#: again from the chunk (:func:`delete_lexical_rows`).
+FTS_SCHEMA = """
+CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
+    heading, context, content, content = '', tokenize = 'trigram remove_diacritics 1'
+);
+"""
 
 _SCHEMA = (
     """
@@ -67,10 +85,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     line_end INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
-    heading, context, content, tokenize = 'trigram remove_diacritics 1'
-);
 """
+    + FTS_SCHEMA
     + words.WORD_SCHEMA
     + links.LINKS_SCHEMA
 )
@@ -93,6 +109,15 @@ FTS_VOCAB_SQL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_vocab USING fts5vocab(main, fts_chunks, row)"
 )
 FTS_TERM_ROWS_SQL = "SELECT doc FROM temp.fts_vocab WHERE term = ?"
+
+#: Meta key: the rules that turned chunks into the lexical tables' text (see
+#: :func:`lexical_rules`); deleting a row needs that text again, so an index written under
+#: other rules has its lexical tables re-filled before a row is deleted.
+LEXICAL_RULES_KEY = "lexical_rules"
+#: Meta key: a random token, new with every change to the vectors (in the same
+#: transaction). Equal tokens mean equal vectors, so the in-memory matrix is shared by every
+#: Store of a process that reads the same index and token (:class:`_SharedMatrices`).
+VECTORS_VERSION_KEY = "vectors_version"
 
 #: Meta key present while an index run that fills the index from empty is unfinished.
 INCOMPLETE_KEY = "incomplete_since"
@@ -200,8 +225,7 @@ def classify_error(
 class _VectorMatrix:
     """Every stored vector in one float32 matrix, for exact KNN by BLAS."""
 
-    def __init__(self, version: int, ids: np.ndarray, vectors: np.ndarray) -> None:
-        self.version = version
+    def __init__(self, ids: np.ndarray, vectors: np.ndarray) -> None:
         self.ids = ids
         self.vectors = vectors
         self.norms = np.einsum("ij,ij->i", vectors, vectors)
@@ -232,6 +256,137 @@ class _VectorMatrix:
         exact = np.linalg.norm(self.vectors[top] - query, axis=1)
         order = np.lexsort((self.ids[top], exact))[:k]
         return [(int(self.ids[top[i]]), float(exact[i])) for i in order]
+
+
+class _SharedMatrices:
+    """One vector matrix per index file and vectors version, shared by the Stores of a
+    process: each reader thread of ``groove serve`` has its own connection, and each
+    used to hold its own copy (~216 MiB at 100k chunks, docs/benchmarks.md). Entries are
+    weak: a matrix lives while a Store uses it. Loading is serialised per file, so readers
+    that meet a new version together load it once."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[str, tuple[str, weakref.ref[_VectorMatrix]]] = {}
+        self._loading: dict[str, threading.Lock] = {}
+
+    def _lookup(self, key: str, token: str) -> _VectorMatrix | None:
+        entry = self._entries.get(key)
+        return entry[1]() if entry is not None and entry[0] == token else None
+
+    def get(self, key: str, token: str, load: Callable[[], _VectorMatrix]) -> _VectorMatrix:
+        with self._lock:
+            found = self._lookup(key, token)
+            if found is not None:
+                return found
+            loading = self._loading.setdefault(key, threading.Lock())
+        with loading:
+            with self._lock:
+                found = self._lookup(key, token)
+            if found is not None:
+                return found
+            matrix = load()
+            with self._lock:
+                self._entries[key] = (token, weakref.ref(matrix))
+            return matrix
+
+
+_MATRICES = _SharedMatrices()
+
+
+def lexical_rules() -> str:
+    """What the lexical tables' text depends on besides the chunks: Python's Unicode
+    database (NFKC, and the word leg's character classes) and the word leg's rules."""
+    return f"unicode {unicodedata.unidata_version}; words {words.SEGMENTATION}"
+
+
+#: (chunk id, heading, context, content) as the lexical tables index them (NFKC).
+LexicalRow = tuple[int, str, str, str]
+
+
+def _lexical_fields(chunk_id: Any, heading: str, context: str, content: str) -> LexicalRow:
+    # FTS holds the NFKC form so that full- and half-width text match each other.
+    return int(chunk_id), normalize(heading), normalize(context), normalize(content)
+
+
+def insert_lexical_rows(conn: Any, rows: Sequence[LexicalRow]) -> None:
+    """Write the trigram and word rows of these chunks (in the caller's transaction)."""
+    conn.executemany(
+        "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", rows
+    )
+    words.fill(conn, rows)
+
+
+def delete_lexical_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
+    """Delete the trigram and word rows of these chunks, before the chunks themselves.
+
+    The tables are contentless, so FTS5 is handed the text each row was written with,
+    computed again from the chunk: the same text under the same rules
+    (:meth:`Store._check_lexical_rules`). The rows must exist, as the doctor's
+    consistency check requires; :func:`repair_rows` re-fills the tables before deleting.
+    """
+    rows = [
+        _lexical_fields(*r)
+        for r in conn.execute(
+            "SELECT id, heading, context, content FROM chunks "
+            "WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(chunk_ids)),),
+        )
+    ]
+    conn.executemany(
+        "INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content) "
+        "VALUES ('delete', ?, ?, ?, ?)",
+        rows,
+    )
+    words.delete_rows(conn, rows)
+
+
+#: Chunks read per step when the lexical tables are filled from the chunks.
+_REFILL_BATCH = 1_000
+
+
+def refill_lexical(conn: Any) -> None:
+    """Empty both lexical tables and write them again from every chunk under this
+    process's rules, in the caller's transaction (35 s for 111k chunks, docs/benchmarks.md)."""
+    for table in ("fts_chunks", "word_chunks"):
+        conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
+    after = 0
+    while True:
+        batch = conn.execute(
+            "SELECT id, heading, context, content FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
+            (after, _REFILL_BATCH),
+        ).fetchall()
+        if not batch:
+            break
+        insert_lexical_rows(conn, [_lexical_fields(*r) for r in batch])
+        after = int(batch[-1][0])
+    _set_meta(conn, LEXICAL_RULES_KEY, lexical_rules())
+
+
+def _set_meta(conn: Any, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        (key, value),
+    )
+
+
+def _new_vectors_version(conn: Any) -> None:
+    _set_meta(conn, VECTORS_VERSION_KEY, uuid.uuid4().hex)
+
+
+def migrate_contentless_lexical(conn: Any) -> None:
+    """Schema 3 → 4: the trigram and word tables become contentless and are filled again
+    from the chunks (no re-embedding). It runs in one transaction, as every migration
+    step does: a kill part-way leaves the version-3 index, which the next open migrates."""
+    for table in ("word_vocab", "word_chunks", "fts_chunks"):
+        conn.execute(f"DROP TABLE IF EXISTS {table}")
+    for statement in FTS_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    words.create_table(conn)
+    refill_lexical(conn)
+    _new_vectors_version(conn)
 
 
 @dataclass(frozen=True)
@@ -379,6 +534,8 @@ class Store:
         self.label = label or str(path)
         self.identity: tuple[int, int] | None = None
         self._matrix: _VectorMatrix | None = None
+        self._matrix_data_version: int | None = None  # this connection's, when checked
+        self._matrix_key = os.path.abspath(path)
         self._knn_calls = 0
         # Trigram and word row counts and the row count, valid for one PRAGMA data_version.
         self._df_version: int | None = None
@@ -472,13 +629,23 @@ class Store:
                 f"({SCHEMA_VERSION}); upgrade groove or rebuild with 'groove index --rebuild'"
             )
         if version < SCHEMA_VERSION:
-            self._migrate(version)
+            try:
+                self._migrate(version)
+            except sqlite_errors() as err:
+                raise classify_error(
+                    err,
+                    self.label,
+                    "upgrading",
+                    "Each completed upgrade step was kept and the failed one rolled back.",
+                ) from None
 
     def _create_schema(self) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self.conn.execute(statement)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
+        self.set_meta(LEXICAL_RULES_KEY, lexical_rules())
+        _new_vectors_version(self.conn)
 
     def _migrate(self, version: int) -> None:
         """Forward migrations, one version at a time, each in its own transaction."""
@@ -490,6 +657,12 @@ class Store:
                     "cannot migrate; run 'groove index --rebuild'"
                 )
             with self.transaction():
+                # Another connection (a second reader thread, another process) may have
+                # run this step while this one waited for the write lock.
+                current = int(self.get_meta("schema_version") or 0)
+                if current != version:
+                    version = current
+                    continue
                 step(self.conn)
                 version += 1
                 self.set_meta("schema_version", str(version))
@@ -524,11 +697,15 @@ class Store:
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        self.conn.execute(
-            "INSERT INTO meta(key, value) VALUES (?, ?) "
-            "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-            (key, value),
-        )
+        _set_meta(self.conn, key, value)
+
+    def _check_lexical_rules(self) -> None:
+        """Before lexical rows are written or deleted (in the write transaction): an index
+        whose rows were written under other rules (another Python's Unicode database,
+        another word segmentation) has its lexical tables re-filled first, since deleting
+        a row needs the very text it was written with."""
+        if self.get_meta(LEXICAL_RULES_KEY) != lexical_rules():
+            refill_lexical(self.conn)
 
     # -- the incomplete-run marker ---------------------------------------------------------
 
@@ -601,6 +778,7 @@ class Store:
             )
             self.set_meta("embedder", identity)
             self.set_meta("embedder_dim", str(int(dim)))
+            _new_vectors_version(self.conn)
 
     def forget_vectors(self) -> None:
         """Drop every vector and the embedder they came from (the first step of a
@@ -608,6 +786,7 @@ class Store:
         with self.transaction():
             self.conn.execute("DROP TABLE IF EXISTS vec_chunks")
             self.conn.execute("DELETE FROM meta WHERE key IN ('embedder', 'embedder_dim')")
+            _new_vectors_version(self.conn)
         self._matrix = None
 
     def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
@@ -621,6 +800,7 @@ class Store:
     def write_vectors(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:
         """Store the vectors of existing chunks, in one transaction."""
         with self.transaction():
+            _new_vectors_version(self.conn)
             self.conn.executemany(
                 "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
                 [
@@ -643,6 +823,8 @@ class Store:
         now = time.time()
         row = 0
         with self.transaction():
+            self._check_lexical_rules()
+            _new_vectors_version(self.conn)
             for doc in docs:
                 self._delete_path(doc.path)
                 cur = self.conn.execute(
@@ -689,13 +871,8 @@ class Store:
             ),
         )
         chunk_id = int(cur.lastrowid)
-        # FTS holds the NFKC form so that full- and half-width text match each other.
-        fields = (normalize(chunk.heading), normalize(chunk.context), normalize(chunk.content))
-        self.conn.execute(
-            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-            (chunk_id, *fields),
-        )
-        words.insert_row(self.conn, chunk_id, *fields)
+        fields = _lexical_fields(chunk_id, chunk.heading, chunk.context, chunk.content)
+        insert_lexical_rows(self.conn, [fields])
         self.conn.execute(
             "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
             (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -711,6 +888,8 @@ class Store:
 
     def delete_documents(self, paths: Iterable[str]) -> None:
         with self.transaction():
+            self._check_lexical_rules()
+            _new_vectors_version(self.conn)
             for path in paths:
                 self._delete_path(path)
 
@@ -719,8 +898,7 @@ class Store:
         if row is None:
             return
         ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id = ?", row)]
-        self.conn.executemany("DELETE FROM fts_chunks WHERE rowid = ?", [(i,) for i in ids])
-        words.delete_rows(self.conn, ids)
+        delete_lexical_rows(self.conn, ids)
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
@@ -831,28 +1009,39 @@ class Store:
         return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda r: (r[1], r[0]))
 
     def _vector_matrix(self) -> _VectorMatrix | None:
-        """The in-memory matrix for large indexes, reloaded when another connection has
-        committed since it was read (``PRAGMA data_version``); None for small ones."""
+        """The in-memory matrix for large indexes; None for small ones. Checked again when
+        another connection has committed since (``PRAGMA data_version``), and then taken
+        from the process's shared matrices when its vectors version is the same."""
         self._knn_calls += 1
         version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-        if self._matrix is not None and self._matrix.version == version:
+        if self._matrix is not None and self._matrix_data_version == version:
             return self._matrix
         if self._matrix is None and self._knn_calls < 2:
             # A one-shot process (a CLI search) is served faster by vec0 than by loading
             # every vector first; the matrix pays off from a process's second search on.
             return None
-        rows = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
-        if rows < MATRIX_MIN_ROWS:
-            self._matrix = None
-            return None
+        with self.snapshot():  # the version token and the vectors from one state
+            rows = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+            if rows < MATRIX_MIN_ROWS:
+                matrix = None
+            else:
+                token = self.get_meta(VECTORS_VERSION_KEY)
+                if token is None:  # cannot be shared safely: this Store's own copy
+                    matrix = self._load_matrix()
+                else:
+                    matrix = _MATRICES.get(self._matrix_key, token, self._load_matrix)
+        self._matrix = matrix
+        self._matrix_data_version = version
+        return matrix
+
+    def _load_matrix(self) -> _VectorMatrix:
         ids: list[int] = []
         blobs: list[bytes] = []
         for chunk_id, blob in self.conn.execute("SELECT chunk_id, embedding FROM vec_chunks"):
             ids.append(int(chunk_id))
             blobs.append(blob)
         vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(len(ids), -1)
-        self._matrix = _VectorMatrix(version, np.asarray(ids, dtype=np.int64), vectors)
-        return self._matrix
+        return _VectorMatrix(np.asarray(ids, dtype=np.int64), vectors)
 
     def embeddings(self, chunk_ids: Sequence[int]) -> dict[int, np.ndarray]:
         """Stored vectors of these chunks (for a diversifier, say; nothing is re-embedded)."""
@@ -860,7 +1049,7 @@ class Store:
             return {}
         if self._matrix is not None:
             version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-            if self._matrix.version == version:
+            if self._matrix_data_version == version:
                 return self._matrix.rows(chunk_ids)
         rows = self.conn.execute(
             "SELECT chunk_id, embedding FROM vec_chunks "
@@ -1087,9 +1276,24 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
     """Drop orphan rows and forget documents whose rows disagree, so the next index run
     re-embeds exactly those documents. Returns the paths it forgot."""
     damaged = found.chunks_without_fts | found.chunks_without_vec | found.chunks_without_word
+    lexical = (
+        found.fts_orphans
+        | found.word_orphans
+        | found.chunks_without_fts
+        | found.chunks_without_word
+        | found.chunks_without_doc
+    )
     with store.transaction():
         # Forgotten documents are missing until the index run that follows re-adds them.
         store.set_meta(INCOMPLETE_KEY, str(time.time()))
+        _new_vectors_version(store.conn)
+        if lexical:
+            # Contentless rows cannot be deleted one by one without their text (an orphan
+            # has no chunk to compute it from): write both tables again from the chunks,
+            # after which every chunk's rows exist and are deleted as usual below.
+            refill_lexical(store.conn)
+        else:
+            store._check_lexical_rules()
         paths = [
             str(r[0])
             for r in store.conn.execute(
@@ -1100,11 +1304,7 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
         ]
         for path in paths:
             store._delete_path(path)
-        store.conn.executemany(
-            "DELETE FROM fts_chunks WHERE rowid = ?",
-            [(i,) for i in found.fts_orphans | found.chunks_without_doc],
-        )
-        words.delete_rows(store.conn, found.word_orphans | found.chunks_without_doc)
+        delete_lexical_rows(store.conn, found.chunks_without_doc)
         if store.has_vectors():
             store.conn.executemany(
                 "DELETE FROM vec_chunks WHERE chunk_id = ?",
@@ -1124,4 +1324,6 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     1: words.migrate_add_word_table,
     # 2 -> 3: links between notes (filled as files are indexed again).
     2: links.migrate_add_links_table,
+    # 3 -> 4: contentless trigram and word tables, filled again from the chunks.
+    3: migrate_contentless_lexical,
 }

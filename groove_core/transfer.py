@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from groove_core.chunking import Chunk
+from groove_core.chunking import Chunk, estimate_tokens
 from groove_core.links import RawLink
 from groove_core.store import DocState, EmbedderMismatchError, NewDocument
 
@@ -85,7 +85,11 @@ def _copy_batch(
                 level=row.level,
                 context=row.context,
                 content=row.content,
-                token_count=row.token_count or 0,
+                # Rows of older indexes have none: the indexer's own estimate, as the
+                # stages read them, never 0 (which would slip under every token cap).
+                token_count=(
+                    estimate_tokens(row.content) if row.token_count is None else row.token_count
+                ),
                 byte_start=row.byte_start,
                 byte_end=row.byte_end,
                 line_start=row.line_start,

@@ -13,10 +13,14 @@ analysis out of the core):
   stemmer (Harman's S-stemmer), so ``pipelines`` finds ``pipeline``.
 
 The tokens are joined with spaces and indexed by FTS5's ``unicode61`` tokenizer, which then
-only splits at those spaces. Because the tokens are final, the ``fts5vocab`` view of the
-table holds exactly the tokens a query produces, which gives the document frequencies that
-the lexical-coverage weighting rule needs (``groove_core.weighting``). Why a leg and not a
-lower trigram floor: ``docs/adr/0012-word-leg-and-weighted-fusion.md``.
+only splits at those spaces. The table is contentless (schema 4): it keeps the index, not
+the text, so a row is deleted by handing FTS5 the same segmented text again, computed from
+the chunk (``delete_rows``); ``SEGMENTATION`` names this module's rules so that an index
+written by other rules is re-filled before a row is deleted (``groove_core.store``).
+Because the tokens are final, the ``fts5vocab`` view of the table holds exactly the
+tokens a query produces, which gives the document frequencies that the lexical-coverage
+weighting rule needs (``groove_core.weighting``). Why a leg and not a lower trigram
+floor: ``docs/adr/0012-word-leg-and-weighted-fusion.md``.
 """
 
 from __future__ import annotations
@@ -29,9 +33,12 @@ from typing import Any
 
 __all__ = [
     "MAX_TERMS",
+    "SEGMENTATION",
     "WORD_SCHEMA",
+    "create_table",
     "delete_rows",
     "document_frequencies",
+    "fill",
     "insert_row",
     "match_expr",
     "migrate_add_word_table",
@@ -41,6 +48,11 @@ __all__ = [
     "segment",
     "tokens",
 ]
+
+#: The version of the segmentation rules below. Change it with any change to what
+#: ``segment`` returns: deleting a row of the contentless table needs the very text the row
+#: was written with, and an index whose recorded rules differ is re-filled first.
+SEGMENTATION = "1"
 
 #: Per-query cap on distinct terms; FTS5 cost is roughly linear in them (as MAX_PHRASES).
 MAX_TERMS = 48
@@ -55,7 +67,7 @@ _RUNS = re.compile(
 
 WORD_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS word_chunks USING fts5(
-    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
+    heading, context, content, content = '', tokenize = 'unicode61 remove_diacritics 2'
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS word_vocab USING fts5vocab(word_chunks, 'row');
 """
@@ -147,8 +159,15 @@ def insert_row(conn: Any, chunk_id: int, heading: str, context: str, content: st
     )
 
 
-def delete_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
-    conn.executemany("DELETE FROM word_chunks WHERE rowid = ?", [(i,) for i in chunk_ids])
+def delete_rows(conn: Any, rows: Iterable[tuple[int, str, str, str]]) -> None:
+    """Delete these chunks' rows: (chunk id, heading, context, content), NFKC-normalised,
+    the text they were written with. A contentless table cannot look it up, and FTS5
+    removes exactly the tokens it is given (other text would damage the index)."""
+    conn.executemany(
+        "INSERT INTO word_chunks(word_chunks, rowid, heading, context, content) "
+        "VALUES ('delete', ?, ?, ?, ?)",
+        [(i, segment(h), segment(c), segment(t)) for i, h, c, t in rows],
+    )
 
 
 def row_ids(conn: Any) -> frozenset[int]:
@@ -188,14 +207,21 @@ def idf(df: int, n: int) -> float:
     return max(0.0, math.log((n - df + 0.5) / (df + 0.5)))
 
 
-def migrate_add_word_table(conn: Any) -> None:
-    """Schema 1 → 2: create the word table and fill it from the chunks already indexed,
-    so an upgrade needs no re-embedding (about 1 s per 1,000 chunks)."""
-    from groove_core.query import normalize
-
+def create_table(conn: Any) -> None:
     for statement in WORD_SCHEMA.split(";"):
         if statement.strip():
             conn.execute(statement)
-    rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
-    for chunk_id, heading, context, content in rows:
-        insert_row(conn, int(chunk_id), normalize(heading), normalize(context), normalize(content))
+
+
+def fill(conn: Any, rows: Iterable[tuple[int, str, str, str]]) -> None:
+    """Write the rows of these chunks (id, heading, context, content; NFKC-normalised)."""
+    conn.executemany(
+        "INSERT INTO word_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+        [(i, segment(h), segment(c), segment(t)) for i, h, c, t in rows],
+    )
+
+
+def migrate_add_word_table(conn: Any) -> None:
+    """Schema 1 → 2: create the word table. Schema 4 makes it contentless and fills it from
+    the chunks already indexed (``groove_core.store``), so an upgrade needs no re-embedding."""
+    create_table(conn)

@@ -220,5 +220,66 @@ def test_ablation_reads_the_same_switches(tmp_path: Path) -> None:
     rows = {v.name: v for v in ablation_variants(Session)}  # type: ignore[arg-type]
     assert "hybrid + dedupe" in rows
     variant = rows["hybrid + dedupe"]
-    assert variant.note == "off in groove.toml: default settings"
+    assert variant.note == "off in groove.toml: switched on, its other settings as configured"
     assert variant.config.to_data()["search"]["dedupe"] == {"enabled": True}
+
+
+class Boost:
+    """A second switched stage, so that ablation has two sections to keep apart."""
+
+    @hookimpl
+    def groove_config_sections(self) -> list[ConfigSection]:
+        return [ConfigSection("search.boost", DedupeSettings)]
+
+    @hookimpl
+    def groove_stage_switches(self) -> list[StageSwitch]:
+        return [StageSwitch("boost", "search.boost.enabled", "Boost")]
+
+
+def test_ablation_variants_never_share_their_sections(tmp_path: Path) -> None:
+    from groove_core.evaluation.session import ablation_variants
+
+    extra = "[search.dedupe]\nenabled = false\nkeep = 2\n[search.boost]\nenabled = false\n"
+    kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + extra)
+    app = open_kb(kb, extra_plugins=[("dedupe", Dedupe()), ("boost", Boost())], entry_points=False)
+
+    class Session:
+        config = app.config
+
+    Session.app = app  # type: ignore[attr-defined]
+    rows = {v.name: v for v in ablation_variants(Session)}  # type: ignore[arg-type]
+    dedupe = rows["hybrid + dedupe"].config.to_data()["search"]
+    boost = rows["hybrid + boost"].config.to_data()["search"]
+    assert (dedupe["dedupe"], dedupe["boost"]) == ({"enabled": True, "keep": 2}, {"enabled": False})
+    assert (boost["dedupe"], boost["boost"]) == ({"enabled": False, "keep": 2}, {"enabled": True})
+    assert app.config.unclaimed["search.dedupe"] == {"enabled": False, "keep": 2}
+
+
+def test_a_switch_on_an_undefined_setting_is_the_plugins_error() -> None:
+    class Broken:
+        @hookimpl
+        def groove_stage_switches(self) -> list[StageSwitch]:
+            return [StageSwitch("ghost", "search.ghost.enabled", "Nothing")]
+
+    with pytest.raises(ConfigError, match=r"the plugin broken switches its stage 'ghost'"):
+        make_plugin_manager(parse_config({}), extra=[("broken", Broken())], entry_points=False)
+    infos, problem = list_plugins(parse_config({}))
+    assert problem is None and infos
+
+
+@pytest.mark.parametrize(
+    ("path", "problem"),
+    [
+        ("embedder.name", "which groove itself defines"),
+        ("plugin.other", r"a plugin's own table is \[plugin\.grabby\]"),
+        ("plugin", r"a plugin's own table is \[plugin\.grabby\]"),
+    ],
+)
+def test_a_plugin_cannot_claim_what_is_not_its_own(path: str, problem: str) -> None:
+    class Grabby:
+        @hookimpl
+        def groove_config_sections(self) -> list[ConfigSection]:
+            return [ConfigSection(path, DedupeSettings)]
+
+    with pytest.raises(ConfigError, match=problem):
+        make_plugin_manager(parse_config({}), extra=[("grabby", Grabby())], entry_points=False)

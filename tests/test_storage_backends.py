@@ -103,3 +103,26 @@ def test_copy_from_moves_an_index_to_another_backend_without_re_embedding(
         moved.index(copy_from="elsewhere")
     with pytest.raises(ConfigError, match="exclude each other"):
         moved.index(copy_from="sqlite", rebuild=True)
+
+
+def test_copy_from_keeps_unknown_token_counts_unknown_not_zero(tmp_path: Path) -> None:
+    from groove_core.chunking import estimate_tokens
+
+    kb = make_kb(tmp_path / "notes", LINKED, config=FAST_CONFIG)
+    Groove.open(kb, entry_points=False).index()
+    from groove_core.store import Store
+
+    store = Store.open(kb / ".groove" / "index.sqlite")
+    with store.conn:
+        store.conn.execute("UPDATE chunks SET token_count = NULL")  # as older indexes have
+    store.close()
+    (kb / "groove.toml").write_text(FAST_CONFIG + '[store]\nbackend = "elsewhere"\n')
+    moved = Groove.open(
+        kb, extra_plugins=[("elsewhere", Elsewhere(tmp_path / "shared"))], entry_points=False
+    )
+    moved.index(copy_from="sqlite")
+    doc = next(d for d in moved.store.documents() if d.path == "a.md")
+    chunks = moved.store.document_chunks(doc.doc_id)
+    assert [c.token_count for c in chunks] == [estimate_tokens(c.content) for c in chunks]
+    with pytest.raises(ConfigError, match="--copy-from nosuch: no enabled plugin provides"):
+        moved.index(copy_from="nosuch")

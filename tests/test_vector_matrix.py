@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +73,94 @@ def test_a_one_shot_process_does_not_load_the_matrix(
     second = app.search("topic 2 text", limit=5)
     assert app.store._matrix is not None
     assert [h.chunk_id for h in first.results] == [h.chunk_id for h in second.results]
+
+
+def _count_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    loads: list[int] = []
+    load = store_module.Store._load_matrix
+
+    def counted(self: store_module.Store) -> object:
+        loads.append(1)
+        time.sleep(0.05)  # long enough for readers that meet a new version to overlap
+        return load(self)
+
+    monkeypatch.setattr(store_module.Store, "_load_matrix", counted)
+    return loads
+
+
+def test_readers_of_one_index_share_one_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each reader thread of `groove serve` has its own connection; one copy of the vectors
+    serves them all, and a write gives them one new copy."""
+    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
+    kb = make_kb(tmp_path / "kb", FILES)
+    app = open_kb(kb)
+    index, embedder = app.index_file, app.embedder
+    app.close()
+    loads = _count_loads(monkeypatch)
+    query = embedder.embed_query("topic 3 text")
+    zebra = embedder.embed_query("zebra crossing stripes")
+    n = 4
+    met, written = threading.Barrier(n + 1, timeout=60), threading.Event()
+    seen: list[list[object]] = [[] for _ in range(n)]
+
+    def reader(i: int) -> None:
+        store = store_module.Store.open(index)  # a connection per thread, as serve's
+        try:
+            store.vector_search(query, 5)  # a first search goes to vec0
+            met.wait()
+            seen[i] += [store.vector_search(query, 5), store._matrix]
+            met.wait()
+            written.wait(60)
+            seen[i] += [store.vector_search(zebra, 1)[0][0], store._matrix]
+        finally:
+            store.close()
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    met.wait()  # all four search together
+    met.wait()
+    assert len(loads) == 1
+    first, matrix = seen[0][0], seen[0][1]
+    assert matrix is not None and all(s[0] == first and s[1] is matrix for s in seen)
+
+    (kb / "zebra.md").write_text("# Zebra\n\nzebra crossing stripes\n", encoding="utf-8")
+    Groove.open(kb).index()  # another connection commits new vectors
+    written.set()
+    for t in threads:
+        t.join()
+    assert len(loads) == 2
+    assert all(s[3] is seen[0][3] is not matrix for s in seen)
+    check = store_module.Store.open(index)
+    zebra_id = check.conn.execute(
+        "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id WHERE d.path = 'zebra.md'"
+    ).fetchone()[0]
+    check.close()
+    assert all(s[2] == zebra_id for s in seen)
+
+
+def test_a_replaced_index_gets_its_own_matrix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
+    kb = make_kb(tmp_path / "kb", FILES)
+    app = open_kb(kb)
+    index, embedder = app.index_file, app.embedder
+    app.close()
+    loads = _count_loads(monkeypatch)
+    query = embedder.embed_query("topic 3 text")
+    before = store_module.Store.open(index)
+    before.vector_search(query, 3)
+    before.vector_search(query, 3)
+    for name in list(FILES)[:60]:
+        (kb / name).unlink()
+    Groove.open(kb).index(rebuild=True)  # a new file swapped in at the same path
+    after = store_module.Store.open(index)
+    after.vector_search(query, 3)
+    found = after.vector_search(query, 200)
+    assert len(loads) == 2 and after._matrix is not before._matrix
+    assert len(found) == 60 == len(after._matrix.ids)  # type: ignore[union-attr]
+    before.close()
+    after.close()

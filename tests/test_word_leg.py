@@ -12,6 +12,7 @@ from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.fusion import rrf
 from groove_core.models import LegHit, LegResult
+from groove_core.query import normalize
 from groove_core.store import SCHEMA_VERSION, Store, check_consistency
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 from groove_core.weighting import Features, cjk_share, leg_weights, query_script
@@ -105,7 +106,10 @@ def test_table_is_written_deleted_and_checked_by_doctor(kb: Path) -> None:
     chunks = {r[0] for r in conn.execute("SELECT id FROM chunks")}
     assert words.row_ids(conn) == chunks
     victim = min(chunks)
-    words.delete_rows(conn, [victim])
+    heading, context, content = conn.execute(
+        "SELECT heading, context, content FROM chunks WHERE id = ?", (victim,)
+    ).fetchone()
+    words.delete_rows(conn, [(victim, normalize(heading), normalize(context), normalize(content))])
     found = check_consistency(app.store)
     assert found.chunks_without_word == {victim} and not found.ok
     app.close()

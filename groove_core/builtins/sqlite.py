@@ -8,6 +8,7 @@ permissions).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -34,11 +35,21 @@ class SqliteBackend:
     #: chunks), and two readers already keep both cores of a laptop busy (docs/benchmarks.md).
     readers = 2
 
-    def __init__(self, path: Path, label: str) -> None:
+    def __init__(self, path: Path, label: str, public_label: str | None = None) -> None:
         self.path, self.label = path, label
+        self.public_label = public_label or f"the index file {path.name}"
 
     def exists(self) -> bool:
         return self.path.exists()
+
+    def size_bytes(self) -> int:
+        """The file and its write-ahead log (which holds the latest writes until a
+        checkpoint folds them into the file)."""
+        total = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(OSError):  # no WAL: nothing written since the checkpoint
+                total += path.stat().st_size
+        return total
 
     def open(self) -> Store:
         from groove_core.store import Store
@@ -187,8 +198,12 @@ def _describe(found: Consistency) -> list[str]:
 
 def _factory(ctx: BackendContext) -> SqliteBackend:
     path = ctx.index_file
-    label = path.relative_to(ctx.kb).as_posix() if path.is_relative_to(ctx.kb) else str(path)
-    return SqliteBackend(path, label)
+    if path.is_relative_to(ctx.kb):
+        label = public = path.relative_to(ctx.kb).as_posix()
+    else:
+        # Over HTTP a machine path tells a stranger how the disk is laid out.
+        label, public = str(path), f"the index file {path.name} (outside the knowledge base)"
+    return SqliteBackend(path, label, public)
 
 
 @hookimpl

@@ -103,8 +103,9 @@ def _fingerprinted(section: Mapping[str, Any], settings: BaseModel | None) -> di
         return dict(section)
     fields = type(settings).model_fields
     hidden = {
-        name
+        key
         for name, info in fields.items()
+        for key in (name, info.alias or name)
         if isinstance(info.json_schema_extra, dict)
         and info.json_schema_extra.get("fingerprint") is False
     }

@@ -126,7 +126,7 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
     """Lexical only, vector only, hybrid (stage 1), then hybrid plus each optional stage.
 
     The optional stages are those the enabled plugins switch (``groove_stage_switches``).
-    A stage that is off in groove.toml gets a row with its default settings (marked), so
+    A stage that is off in groove.toml gets a row with it switched on (marked), so
     ``--ablate`` also answers "would this stage help here?". A stage that needs a setting
     groove.toml leaves unset (e.g. a model) gets no row.
     """
@@ -148,7 +148,7 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
         on = plugins.default_on(switch)
         on_count += on
         changes = {**all_off, switch.setting: True}
-        note = "" if on else "off in groove.toml: default settings"
+        note = "" if on else "off in groove.toml: switched on, its other settings as configured"
         rows.append(
             Variant(f"hybrid + {switch.plugin}", with_changes(config, changes), "full", note)
         )

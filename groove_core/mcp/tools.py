@@ -329,16 +329,9 @@ class Tools:
         identity = store.embedder_identity()
         docs = store.documents()
         note = store.incomplete()
-        index_file = self.app.index_file
-        # Names, never machine paths: over HTTP these tell a stranger how the disk is laid out.
-        shown = (
-            index_file.relative_to(self.app.kb).as_posix()
-            if index_file.is_relative_to(self.app.kb)
-            else f"the index file {index_file.name} (outside the knowledge base)"
-        )
         status = StatusOut(
             kb=self.app.config.kb.name or self.app.kb.resolve().name,
-            index_file=shown,
+            index_file=self.app.backend.public_label,
             **store.counts(),
             embedder=EmbedderOut(
                 name=self.app.config.embedder.name,

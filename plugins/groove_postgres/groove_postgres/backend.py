@@ -56,7 +56,15 @@ class PostgresBackend:
         self.settings = settings
         self.kb = kb
         self.label = f"postgres db {_dbname(settings)}, KB {kb}"
+        # No host and no user: over MCP this is shown to remote clients.
+        self.public_label = f"postgres, KB {kb}"
+        # Searches run side by side on the pool's connections (docs/storage-backends.md).
+        self.readers = settings.pool_max
         self._db: Database | None = None
+
+    def size_bytes(self) -> None:
+        """Unknown: the KBs of a database share its tables and indexes."""
+        return None
 
     @property
     def db(self) -> Database:

@@ -10,7 +10,7 @@ from typing import Any
 
 from groove_postgres.testing import BILINGUAL, store_toml
 
-from groove_core.mcp_server import build_mcp_server
+from groove_core.mcp.server import build_mcp_server
 from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
 
@@ -43,6 +43,8 @@ def test_tools_on_a_postgres_kb(tmp_path: Path, postgres_dsn: str) -> None:
     state = structured(status)
     assert (state["documents"], state["incomplete"]) == (len(BILINGUAL), False)
     assert state["embedder"]["identity"] == "hashing-trigram:64"
+    # Named to a remote client without the server's host, user or database.
+    assert state["index_file"] == "postgres, KB notes"
     assert all("ウォッチャー" not in h["content"] for h in structured(related)["results"])
 
 
