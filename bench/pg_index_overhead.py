@@ -167,6 +167,42 @@ def profile_run(kb: Path, target: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def track_statements(server: Any) -> None:
+    """Load pg_stat_statements (a restart of the throw-away server), to see which of the
+    write path's statements the server spends its time on."""
+    with server.admin() as conn:
+        conn.execute("ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'")
+        conn.execute("ALTER SYSTEM SET pg_stat_statements.track = 'all'")
+    pg_ctl = [str(server.bin / "pg_ctl"), "-D", str(server.data), "-w", "-s", "-m", "fast"]
+    # -l: the restarted server must not inherit (and hold open) this process's pipes.
+    log = server.socket_dir / "server.log"
+    server._run([*pg_ctl, "-l", str(log), "restart"], "restarting PostgreSQL")
+    with server.admin() as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+
+
+def statements(server: Any) -> str:
+    """The statements the server spent most time executing since the reset."""
+    with server.admin() as conn:
+        rows = conn.execute(
+            "SELECT calls, total_exec_time / 1000, rows, "
+            "regexp_replace(left(query, 90), '\\s+', ' ', 'g') "
+            "FROM pg_stat_statements ORDER BY total_exec_time DESC LIMIT 12"
+        ).fetchall()
+        total = conn.execute(
+            "SELECT sum(total_exec_time) / 1000 FROM pg_stat_statements"
+        ).fetchone()
+    lines = [
+        f"server: {float(total[0] or 0):.1f} s executing statements (pg_stat_statements)\n",
+        "| statement | calls | rows | s |",
+        "|---|---|---|---|",
+    ]
+    for calls, seconds, nrows, query in rows:
+        shown = query.replace("|", "\\|")
+        lines.append(f"| `{shown}` | {calls} | {nrows} | {seconds:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
 def fresh_index(kb: Path, server: Any, name: str) -> None:
     """Point the KB at a new empty database (or a new SQLite file when server is None)."""
     if server is None:
@@ -226,13 +262,21 @@ def main() -> None:
                     flush=True,
                 )
         if args.profile is not None:
+            if server is not None:
+                track_statements(server)
             fresh_index(kb, server, "groove_index_profile")
+            if server is not None:
+                with server.admin() as conn, conn.cursor() as cur:
+                    cur.execute("SELECT pg_stat_statements_reset()")
             profile = profile_run(kb, args.profile)
+            if server is not None:
+                profile += "\n" + statements(server)
     finally:
         use_backend(kb, BASE, "sqlite")
         if server is not None:
             server.stop()
-    print(f"\nKB: {results[0]['chunks']} chunks\n")
+    if results:
+        print(f"\nKB: {results[0]['chunks']} chunks\n")
     print(
         "| round | backend | whole `groove index` (run) | its embedding | process wall / CPU "
         "| PostgreSQL CPU | embedder alone (own process) | its process wall / CPU "
