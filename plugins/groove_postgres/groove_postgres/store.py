@@ -864,7 +864,7 @@ class PostgresStore:
             cand AS MATERIALIZED (
                 SELECT id, heading_n, context_n, content_n, ntok, {_TEXT} AS t
                 FROM {self._s}.chunks WHERE kb = %s AND ({any_pos})),
-            idf AS (
+            idf AS MATERIALIZED (
                 SELECT q.*, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
                 FROM q CROSS JOIN stats s
                 CROSS JOIN LATERAL (
