@@ -227,6 +227,11 @@ class IndexStore(SearchStore, Protocol):
         """Clear that mark and note when the index was last brought up to date."""
         ...
 
+    def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
+        """A document's links as the chunker found them, ``(kind, target, line)`` in file
+        order, unresolved (copying an index). Cost: the document's links."""
+        ...
+
     def last_indexed(self) -> float | None:
         """When the last complete run ended (seconds since the epoch), or None."""
         ...

@@ -1174,6 +1174,12 @@ class Store:
             back, back_total = links.backlinks(self.conn, path, limit)
         return Links(tuple(out), out_total, tuple(back), back_total)
 
+    def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
+        rows = self.conn.execute(
+            "SELECT kind, target, line FROM links WHERE doc_id = ? ORDER BY ordinal", (doc_id,)
+        )
+        return [(str(kind), str(target), int(line)) for kind, target, line in rows]
+
     def counts(self) -> dict[str, int]:
         docs = self.conn.execute("SELECT count(*) FROM documents").fetchone()[0]
         chunks = self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0]

@@ -24,8 +24,6 @@ if TYPE_CHECKING:
 
 #: Documents written per transaction.
 BATCH = 64
-#: More links than any file holds: ``links_of`` returns them all.
-_ALL_LINKS = 10**9
 
 
 def copy_documents(
@@ -76,7 +74,6 @@ def _copy_batch(
         if any(i not in stored or i not in rows for i in ids):
             continue
         state = states[doc.path]
-        links = source.links_of(doc.path, _ALL_LINKS)
         chunks = tuple(
             Chunk(
                 ordinal=row.ordinal,
@@ -107,8 +104,8 @@ def _copy_batch(
                 mtime_ns=doc.mtime_ns,
                 chunks=chunks,
                 links=tuple(
-                    RawLink(link.kind, link.target, link.line)
-                    for link in (links.outgoing if links is not None else ())
+                    RawLink(kind, target, line)
+                    for kind, target, line in source.raw_links(doc.doc_id)
                 ),
             )
         )

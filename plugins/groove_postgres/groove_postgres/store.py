@@ -1206,6 +1206,16 @@ class PostgresStore:
             ).fetchall()
         return frozenset(int(r[0]) for r in rows)
 
+    def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
+        """A document's links ``(kind, target, line)`` in file order, unresolved."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT kind, target, line FROM {self._s}.links WHERE doc_id = %s "
+                "ORDER BY ordinal",
+                (doc_id,),
+            ).fetchall()
+        return [(str(kind), str(target), int(line)) for kind, target, line in rows]
+
     def links_of(self, path: str, limit: int) -> Links | None:
         """The first ``limit`` outgoing links and backlinks of the indexed document
         ``path``, resolved as groove_core.links resolves them; None when not indexed."""
