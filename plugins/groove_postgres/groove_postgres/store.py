@@ -1314,7 +1314,10 @@ def _count_literal(column: str, phrase: str, overlap: bool) -> str:
     can (``overlap``: lexical.self_overlapping); its parameters: :func:`_count_params`."""
     if overlap:
         return f"regexp_count({column}, %s)"
-    return f"((length({column}) - length(replace({column}, %s, ''))) / {len(phrase)})"
+    # Bytes, not characters: each occurrence removed takes the phrase's bytes with it, and
+    # octet_length does not walk the UTF-8 text as length does.
+    size = len(phrase.encode("utf-8"))
+    return f"((octet_length({column}) - octet_length(replace({column}, %s, ''))) / {size})"
 
 
 def _count_params(phrase: str, overlap: bool) -> list[str]:
