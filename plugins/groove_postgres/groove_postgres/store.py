@@ -431,6 +431,9 @@ class PostgresStore:
         self._owns_db = owns_db
         self._local = threading.local()
         self._identity: tuple[str, int] | None = None
+        #: Set by a build that fills an empty KB: the HNSW index is built once, at the end
+        #: (:meth:`build_vector_index`), not grown one inserted row at a time.
+        self.defer_vector_index = False
 
     # -- opening -------------------------------------------------------------------------
 
@@ -628,21 +631,42 @@ class PostgresStore:
             )
 
     def bind_embedder(self, identity: str, dim: int) -> None:
-        """Record the embedder and create the KB's HNSW index for its dimension."""
+        """Record the embedder and create the KB's HNSW index for its dimension (unless
+        :attr:`defer_vector_index`: then :meth:`build_vector_index` creates it)."""
         self.check_embedder(identity)
         if self.embedder_identity() is not None:
             return
         dim = int(dim)
         with self.transaction() as conn:
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.kb_id} ON {self._s}.vectors "
-                f"USING hnsw ((embedding::vector({dim})) vector_l2_ops) "
-                f"WITH (m = {self.settings.hnsw_m}, "
-                f"ef_construction = {self.settings.hnsw_ef_construction}) "
-                f"WHERE kb = {self.kb_id}"
-            )
+            if not self.defer_vector_index:
+                self._create_vector_index(conn, dim)
             self.set_meta("embedder", identity)
             self.set_meta("embedder_dim", str(dim))
+
+    def build_vector_index(self) -> None:
+        """Create the KB's HNSW index if its embedder is bound and the index is missing
+        (the end of a build that deferred it, or of a run after a killed one)."""
+        bound = self.embedder_identity()
+        if bound is not None:
+            with self.transaction() as conn:
+                self._create_vector_index(conn, bound[1])
+
+    def _create_vector_index(self, conn: psycopg.Connection[Any], dim: int) -> None:
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.kb_id} ON {self._s}.vectors "
+            f"USING hnsw ((embedding::vector({int(dim)})) vector_l2_ops) "
+            f"WITH (m = {self.settings.hnsw_m}, "
+            f"ef_construction = {self.settings.hnsw_ef_construction}) "
+            f"WHERE kb = {self.kb_id}"
+        )
+
+    def is_empty(self) -> bool:
+        """Whether the KB holds no chunk."""
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT NOT EXISTS (SELECT 1 FROM {self._s}.chunks WHERE kb = %s)", (self.kb_id,)
+            ).fetchone()
+        return bool(row and row[0])
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
