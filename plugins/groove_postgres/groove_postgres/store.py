@@ -353,6 +353,10 @@ class Database:
             from pgvector.psycopg import register_vector
 
             register_vector(conn)
+            # Searches are short queries that run concurrently on the pool: parallel
+            # workers (a Gather per GIN scan) cost more CPU than they save (~40% more per
+            # search at 10k chunks, docs/benchmarks.md, issue #17).
+            conn.execute("SET max_parallel_workers_per_gather = 0")
             conn.commit()
 
         pool: ConnectionPool[Any] = ConnectionPool(
