@@ -137,14 +137,32 @@ class PostgresBackend:
             if mode == "update":
                 kb_id = db.kb_id(self.kb, LIVE, create=True)
                 assert kb_id is not None
-                return self._run(work, PostgresStore(db, kb_id, self.kb), _INTACT)
+                store = PostgresStore(db, kb_id, self.kb)
+                # A first index fills an empty KB: its HNSW index is built at the end.
+                store.defer_vector_index = store.is_empty()
+                return self._run(work, store, _INTACT)
             return self._rebuild(work, copy=mode == "reembed")
 
     def _run(
         self, work: Callable[[IndexStore], IndexReport], store: PostgresStore, outcome: str
     ) -> IndexReport:
         try:
-            return work(store)
+            try:
+                report = work(store)
+            except Exception:
+                # The rows written so far stay (an update run) and get their HNSW index;
+                # a rebuild's staging rows are dropped anyway. (Interrupted, the run leaves
+                # it to the next run: until then the vector leg scans exactly.)
+                if outcome == _INTACT:
+                    with suppress(StoreError):
+                        store.build_vector_index()
+                raise
+            # Every run ends with the KB's HNSW index in place: built here once when the
+            # run deferred it (docs/benchmarks.md, issue #17), or after a killed run.
+            store.build_vector_index()
+            if store.defer_vector_index:
+                store.analyze()  # the KB was filled: plans need fresh statistics
+            return report
         except EmbedderMismatchError:
             raise
         except StoreError as err:
@@ -169,7 +187,9 @@ class PostgresBackend:
                 live = db.kb_id(self.kb, LIVE)
                 assert live is not None
                 self._copy(live, staging)
-            report = self._run(work, PostgresStore(db, staging, self.kb), _UNTOUCHED)
+            target = PostgresStore(db, staging, self.kb)
+            target.defer_vector_index = True  # built once, before the swap (_run)
+            report = self._run(work, target, _UNTOUCHED)
             self._swap(staging)
         except StoreError as err:
             with suppress(StoreError):

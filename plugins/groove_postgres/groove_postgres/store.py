@@ -353,6 +353,10 @@ class Database:
             from pgvector.psycopg import register_vector
 
             register_vector(conn)
+            # Searches are short queries that run concurrently on the pool: parallel
+            # workers (a Gather per GIN scan) cost more CPU than they save (~40% more per
+            # search at 10k chunks, docs/benchmarks.md, issue #17).
+            conn.execute("SET max_parallel_workers_per_gather = 0")
             conn.commit()
 
         pool: ConnectionPool[Any] = ConnectionPool(
@@ -431,6 +435,9 @@ class PostgresStore:
         self._owns_db = owns_db
         self._local = threading.local()
         self._identity: tuple[str, int] | None = None
+        #: Set by a build that fills an empty KB: the HNSW index is built once, at the end
+        #: (:meth:`build_vector_index`), not grown one inserted row at a time.
+        self.defer_vector_index = False
 
     # -- opening -------------------------------------------------------------------------
 
@@ -628,21 +635,50 @@ class PostgresStore:
             )
 
     def bind_embedder(self, identity: str, dim: int) -> None:
-        """Record the embedder and create the KB's HNSW index for its dimension."""
+        """Record the embedder and create the KB's HNSW index for its dimension (unless
+        :attr:`defer_vector_index`: then :meth:`build_vector_index` creates it)."""
         self.check_embedder(identity)
         if self.embedder_identity() is not None:
             return
         dim = int(dim)
         with self.transaction() as conn:
-            conn.execute(
-                f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.kb_id} ON {self._s}.vectors "
-                f"USING hnsw ((embedding::vector({dim})) vector_l2_ops) "
-                f"WITH (m = {self.settings.hnsw_m}, "
-                f"ef_construction = {self.settings.hnsw_ef_construction}) "
-                f"WHERE kb = {self.kb_id}"
-            )
+            if not self.defer_vector_index:
+                self._create_vector_index(conn, dim)
             self.set_meta("embedder", identity)
             self.set_meta("embedder_dim", str(dim))
+
+    def build_vector_index(self) -> None:
+        """Create the KB's HNSW index if its embedder is bound and the index is missing
+        (the end of a build that deferred it, or of a run after a killed one)."""
+        bound = self.embedder_identity()
+        if bound is not None:
+            with self.transaction() as conn:
+                self._create_vector_index(conn, bound[1])
+
+    def analyze(self) -> None:
+        """Refresh the planner's statistics of the tables a search reads: after a build
+        that filled a KB, the plans (which GIN scans, how many rows) come from them, and
+        autovacuum may take a while to get there."""
+        with self._conn() as conn:
+            for table in ("chunks", "vectors", "documents", "doc_tags", "trigram_df", "word_df"):
+                conn.execute(f"ANALYZE {self._s}.{table}")
+
+    def _create_vector_index(self, conn: psycopg.Connection[Any], dim: int) -> None:
+        conn.execute(
+            f"CREATE INDEX IF NOT EXISTS vectors_hnsw_{self.kb_id} ON {self._s}.vectors "
+            f"USING hnsw ((embedding::vector({int(dim)})) vector_l2_ops) "
+            f"WITH (m = {self.settings.hnsw_m}, "
+            f"ef_construction = {self.settings.hnsw_ef_construction}) "
+            f"WHERE kb = {self.kb_id}"
+        )
+
+    def is_empty(self) -> bool:
+        """Whether the KB holds no chunk."""
+        with self._conn() as conn:
+            row = conn.execute(
+                f"SELECT NOT EXISTS (SELECT 1 FROM {self._s}.chunks WHERE kb = %s)", (self.kb_id,)
+            ).fetchone()
+        return bool(row and row[0])
 
     def has_vectors(self) -> bool:
         return self.embedder_identity() is not None
@@ -851,51 +887,55 @@ class PostgresStore:
             return []
         pos = [lexical.fold(p) for p in positives]
         neg = [lexical.fold(p) for p in negatives]
-        any_pos = " OR ".join(f"{_TEXT} LIKE %s" for _ in pos)
-        none_neg = " AND ".join("c.t NOT LIKE %s" for _ in neg) or "true"
-        only = "AND c.id = ANY(%s)" if allowed is not None else ""
+        # Each phrase's matching rows come from its own scan of the trigram GIN index
+        # (one branch per phrase): the rows it matches give its document frequency and
+        # its (row, phrase) frequencies, so text is counted only where a phrase occurs.
+        # An OR of every phrase's LIKE over the whole table, with each phrase re-tested
+        # on every candidate row, cost ~100x SQLite's search (docs/benchmarks.md, issue #17).
+        branch = (
+            "SELECT {i} AS i, id, ntok, {t}, "
+            "%s * {h} + %s * {x} + %s * {c} AS f "
+            f"FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
+        )
+        keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
+        branches: list[str] = []
+        params: list[Any] = [self.kb_id]
+        for i, phrase in enumerate(pos, start=1):
+            overlap = lexical.self_overlapping(phrase)
+            branches.append(
+                branch.format(
+                    i=i,
+                    t=f"({keep}) AS ok",
+                    h=_count_literal("heading_n", phrase, overlap),
+                    x=_count_literal("context_n", phrase, overlap),
+                    c=_count_literal("content_n", phrase, overlap),
+                )
+            )
+            params += [lexical.like_pattern(p) for p in neg]
+            for column in range(3):
+                params.append(float(weights[column]))
+                params += _count_params(phrase, overlap)
+            params += [self.kb_id, lexical.like_pattern(phrase)]
+        only = "AND h.id = ANY(%s)" if allowed is not None else ""
         sql = f"""
             WITH stats AS (
                 SELECT nrow::float8 AS n, ntok::float8 / greatest(nrow, 1) AS avgdl
                 FROM {self._s}.kbs WHERE id = %s),
-            q AS (
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::bool[])
-                    AS q(phrase, lik, rx, overlap)),
-            cand AS MATERIALIZED (
-                SELECT id, heading_n, context_n, content_n, ntok, {_TEXT} AS t
-                FROM {self._s}.chunks WHERE kb = %s AND ({any_pos})),
+            hits AS MATERIALIZED ({" UNION ALL ".join(branches)}),
             idf AS MATERIALIZED (
-                SELECT q.*, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
-                FROM q CROSS JOIN stats s
-                CROSS JOIN LATERAL (
-                    SELECT count(*)::float8 AS n FROM cand WHERE cand.t LIKE q.lik) h)
-            SELECT c.id, -sum(
-                CASE WHEN f.f > 0
-                THEN f.idf * (f.f * {lexical.K1 + 1}) /
-                     (f.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * c.ntok / s.avgdl))
-                ELSE 0 END) AS score
-            FROM cand c CROSS JOIN stats s
-            CROSS JOIN LATERAL (
-                SELECT idf.idf, CASE WHEN c.t LIKE idf.lik THEN
-                    %s * {_count("c.heading_n")} + %s * {_count("c.context_n")}
-                    + %s * {_count("c.content_n")}
-                ELSE 0 END AS f
-                FROM idf) f
-            WHERE {none_neg} {only}
-            GROUP BY c.id
-            ORDER BY score, c.id
+                SELECT h.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
+                FROM (SELECT i, count(*)::float8 AS n FROM hits GROUP BY i) h
+                CROSS JOIN stats s)
+            SELECT h.id, -sum(
+                CASE WHEN h.f > 0
+                THEN idf.idf * (h.f * {lexical.K1 + 1}) /
+                     (h.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * h.ntok / s.avgdl))
+                ELSE 0 END ORDER BY h.i) AS score
+            FROM hits h JOIN idf USING (i) CROSS JOIN stats s
+            WHERE h.ok {only}
+            GROUP BY h.id
+            ORDER BY score, h.id
             LIMIT %s"""
-        params: list[Any] = [
-            self.kb_id,
-            pos,
-            [lexical.like_pattern(p) for p in pos],
-            [lexical.overlap_regex(p) for p in pos],
-            [lexical.self_overlapping(p) for p in pos],
-            self.kb_id,
-            *(lexical.like_pattern(p) for p in pos),
-            *(float(w) for w in weights),
-            *(lexical.like_pattern(p) for p in neg),
-        ]
         if allowed is not None:
             params.append(sorted(allowed))
         params.append(limit)
@@ -908,17 +948,15 @@ class PostgresStore:
         positives, negatives = self._phrases(expr)
         if not positives:
             return frozenset()
-        any_pos = " OR ".join(f"{_TEXT} LIKE %s" for _ in positives)
+        # One GIN scan per phrase (as fts_search), not an OR that the planner scans whole.
         none_neg = "".join(f" AND {_TEXT} NOT LIKE %s" for _ in negatives)
-        params = [
-            self.kb_id,
-            *(lexical.like_pattern(lexical.fold(p)) for p in positives),
-            *(lexical.like_pattern(lexical.fold(p)) for p in negatives),
-        ]
+        branch = f"SELECT id FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s{none_neg}"
+        params: list[Any] = []
+        for phrase in positives:
+            params += [self.kb_id, lexical.like_pattern(lexical.fold(phrase))]
+            params += [lexical.like_pattern(lexical.fold(p)) for p in negatives]
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT id FROM {self._s}.chunks WHERE kb = %s AND ({any_pos}){none_neg}", params
-            ).fetchall()
+            rows = conn.execute(" UNION ".join([branch] * len(positives)), params).fetchall()
         return frozenset(int(r[0]) for r in rows)
 
     def _phrases(self, expr: str) -> tuple[list[str], list[str]]:
@@ -959,55 +997,49 @@ class PostgresStore:
         tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]
         if not tokens or limit <= 0 or (allowed is not None and not allowed):
             return []
-        patterns = [wordleg.padded(t) for t in tokens]
-        singles = sorted({t[0] for t in tokens if len(t) == 1})
-        phrases = [t for t in tokens if len(t) > 1]
-        wanted = " OR ".join(
-            ["wterms && %s::text[]"] * bool(singles) + ["wterms @> %s::text[]"] * len(phrases)
+        # As the trigram leg: one GIN lookup per term, counted only where it occurs.
+        branch = (
+            "SELECT {i} AS i, id, wtok, {h} AS h, {x} AS x, {c} AS t "
+            f"FROM {self._s}.chunks WHERE kb = %s AND wterms @> %s::text[]"
         )
-        only = "WHERE f.id = ANY(%s)" if allowed is not None else ""
+        branches: list[str] = []
+        params: list[Any] = [self.kb_id]
+        for i, term in enumerate(tokens, start=1):
+            pattern = wordleg.padded(term)
+            overlap = wordleg.phrase_overlaps(term)
+            branches.append(
+                branch.format(
+                    i=i,
+                    h=_count_literal("heading_w", pattern, overlap),
+                    x=_count_literal("context_w", pattern, overlap),
+                    c=_count_literal("content_w", pattern, overlap),
+                )
+            )
+            params += _count_params(pattern, overlap) * 3
+            params += [self.kb_id, sorted(set(term))]
+        params += [float(w) for w in weights]
+        only = "AND f.id = ANY(%s)" if allowed is not None else ""
         sql = f"""
             WITH stats AS (
                 SELECT nrow::float8 AS n, wtok::float8 / greatest(nrow, 1) AS avgdl
                 FROM {self._s}.kbs WHERE id = %s),
-            q AS (
-                SELECT * FROM unnest(%s::text[], %s::text[], %s::bool[]) WITH ORDINALITY
-                    AS q(phrase, rx, overlap, i)),
-            cand AS MATERIALIZED (
-                SELECT id, heading_w, context_w, content_w, wtok
-                FROM {self._s}.chunks WHERE kb = %s AND ({wanted})),
             tf AS MATERIALIZED (
-                SELECT c.id, c.wtok, idf.i, {_count("c.heading_w")} AS h,
-                    {_count("c.context_w")} AS x, {_count("c.content_w")} AS t
-                FROM cand c CROSS JOIN q AS idf),
+                SELECT * FROM ({" UNION ALL ".join(branches)}) b WHERE h + x + t > 0),
             idf AS (
-                SELECT tf.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
-                FROM (SELECT i, count(*) FILTER (WHERE h + x + t > 0)::float8 AS n
-                      FROM tf GROUP BY i) h
-                JOIN (SELECT DISTINCT i FROM tf) tf USING (i) CROSS JOIN stats s),
+                SELECT h.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
+                FROM (SELECT i, count(*)::float8 AS n FROM tf GROUP BY i) h CROSS JOIN stats s),
             f AS (
-                SELECT id, wtok, i, %s * h + %s * x + %s * t AS f, h + x + t > 0 AS hit
-                FROM tf)
+                SELECT id, wtok, i, %s * h + %s * x + %s * t AS f FROM tf)
             SELECT f.id, -sum(
                 CASE WHEN f.f > 0
                 THEN idf.idf * (f.f * {lexical.K1 + 1}) /
                      (f.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * f.wtok / s.avgdl))
-                ELSE 0 END) AS score
+                ELSE 0 END ORDER BY f.i) AS score
             FROM f JOIN idf USING (i) CROSS JOIN stats s
-            {only}
-            GROUP BY f.id HAVING bool_or(f.hit)
+            WHERE true {only}
+            GROUP BY f.id
             ORDER BY score, f.id
             LIMIT %s"""
-        params: list[Any] = [
-            self.kb_id,
-            patterns,
-            [lexical.overlap_regex(p) for p in patterns],
-            [wordleg.phrase_overlaps(t) for t in tokens],
-            self.kb_id,
-            *([singles] if singles else []),
-            *phrases,
-            *(float(w) for w in weights),
-        ]
         if allowed is not None:
             params.append(sorted(allowed))
         params.append(limit)
@@ -1320,15 +1352,20 @@ _INSERT_CHUNK = (
 )
 
 
-def _count(column: str) -> str:
-    """SQL for the occurrences of ``idf.phrase`` in ``column``, overlaps included: the
+def _count_literal(column: str, phrase: str, overlap: bool) -> str:
+    """SQL for the occurrences of one phrase in ``column``, overlaps included: the
     arithmetic of ``replace`` when occurrences cannot overlap, a lookahead regex when they
-    can (lexical.self_overlapping)."""
-    return (
-        f"(CASE WHEN idf.overlap THEN regexp_count({column}, idf.rx) "
-        f"ELSE (length({column}) - length(replace({column}, idf.phrase, ''))) "
-        "/ length(idf.phrase) END)"
-    )
+    can (``overlap``: lexical.self_overlapping); its parameters: :func:`_count_params`."""
+    if overlap:
+        return f"regexp_count({column}, %s)"
+    # Bytes, not characters: each occurrence removed takes the phrase's bytes with it, and
+    # octet_length does not walk the UTF-8 text as length does.
+    size = len(phrase.encode("utf-8"))
+    return f"((octet_length({column}) - octet_length(replace({column}, %s, ''))) / {size})"
+
+
+def _count_params(phrase: str, overlap: bool) -> list[str]:
+    return [lexical.overlap_regex(phrase) if overlap else phrase]
 
 
 class _StatsDelta:
