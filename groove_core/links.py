@@ -174,12 +174,17 @@ def delete_rows(conn: Any, doc_id: int) -> None:
 
 
 def _resolver(conn: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """(Markdown key -> path, wikilink key -> path) over the indexed documents; when two
-    documents share a key the shorter path wins, as Obsidian prefers the nearer note."""
+    """:func:`resolver` over the documents of a SQLite index."""
+    return resolver(str(r[0]) for r in conn.execute("SELECT path FROM documents"))
+
+
+def resolver(paths: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """(Markdown key -> path, wikilink key -> path) over the indexed documents ``paths``;
+    when two documents share a key the shorter path wins, as Obsidian prefers the nearer
+    note. Every storage backend resolves links with it."""
     markdown: dict[str, str] = {}
     wiki: dict[str, str] = {}
-    paths = sorted((str(r[0]) for r in conn.execute("SELECT path FROM documents")), key=_nearer)
-    for path in paths:
+    for path in sorted(paths, key=_nearer):
         markdown.setdefault(source_key(path), path)
         for key in wiki_keys(path):
             wiki.setdefault(key, path)

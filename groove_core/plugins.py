@@ -76,6 +76,7 @@ class Plugins:
     config: GrooveConfig
     infos: list[PluginInfo] = field(default_factory=list)
     settings: Settings = field(init=False)
+    _switches: list[StageSwitch] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = Settings(self.config)
@@ -137,12 +138,15 @@ class Plugins:
         return sorted(options, key=lambda o: order.get(o.plugin, len(order)))
 
     def stage_switches(self) -> list[StageSwitch]:
-        """The optional stages' switches, each with the plugin that declared it."""
-        found: list[StageSwitch] = []
-        for impl in self.pm.hook.groove_stage_switches.get_hookimpls():
-            for switch in cast("list[StageSwitch] | None", impl.function()) or []:
-                found.append(replace(switch, plugin=impl.plugin_name))
-        return found
+        """The optional stages' switches, each with the plugin that declared it (collected
+        once: every query reads them)."""
+        if self._switches is None:
+            found: list[StageSwitch] = []
+            for impl in self.pm.hook.groove_stage_switches.get_hookimpls():
+                for switch in cast("list[StageSwitch] | None", impl.function()) or []:
+                    found.append(replace(switch, plugin=impl.plugin_name))
+            self._switches = found
+        return list(self._switches)
 
     def default_on(self, switch: StageSwitch) -> bool:
         """Whether the stage runs when a query does not say (groove.toml's answer)."""
@@ -310,10 +314,13 @@ def _validate(plugins: Plugins) -> None:
 
 
 def _check_disabled_names(plugins: Plugins) -> None:
-    # Installed entry points count even when not loaded (``entry_points=False``).
-    installed = {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
-    known = {info.name for info in plugins.infos} | installed
+    known = {info.name for info in plugins.infos}
     unknown = [name for name in plugins.config.plugins.disabled if name not in known]
+    if unknown:
+        # Installed entry points count even when not loaded (``entry_points=False``); read
+        # only here, so that a start-up scans the metadata once.
+        known |= {ep.name for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP)}
+        unknown = [name for name in unknown if name not in known]
     if unknown:
         names = ", ".join(repr(n) for n in unknown)
         raise ConfigError(

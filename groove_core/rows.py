@@ -7,6 +7,8 @@ nothing heavy: a plugin can import it at no cost.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -101,3 +103,50 @@ class Links:
             "backlinks": [asdict(link) for link in self.backlinks],
             "backlinks_total": self.backlinks_total,
         }
+
+
+def _strings(text: str) -> tuple[str, ...]:
+    """A list column as the stores keep it (JSON text of strings)."""
+    return tuple(str(v) for v in json.loads(text))
+
+
+def chunk_row(r: Sequence[Any]) -> ChunkRow:
+    """A :class:`ChunkRow` from the columns a store selects in this order: chunk id, doc id,
+    path, title, tags, heading, heading_path, level, content, token_count, line_start,
+    line_end, byte_start, byte_end, ordinal, context (tags and heading_path JSON text)."""
+    return ChunkRow(
+        chunk_id=int(r[0]),
+        doc_id=int(r[1]),
+        path=str(r[2]),
+        title=str(r[3]),
+        tags=_strings(r[4]),
+        heading=str(r[5]),
+        heading_path=_strings(r[6]),
+        level=int(r[7]),
+        content=str(r[8]),
+        token_count=None if r[9] is None else int(r[9]),
+        line_start=int(r[10]),
+        line_end=int(r[11]),
+        byte_start=int(r[12]),
+        byte_end=int(r[13]),
+        ordinal=int(r[14]),
+        context=str(r[15]),
+    )
+
+
+def document_chunk_row(r: Sequence[Any]) -> DocumentChunkRow:
+    """A :class:`DocumentChunkRow` from: chunk id, ordinal, heading, heading_path, level,
+    content, token_count, line_start, line_end, byte_start, byte_end."""
+    return DocumentChunkRow(
+        chunk_id=int(r[0]),
+        ordinal=int(r[1]),
+        heading=str(r[2]),
+        heading_path=_strings(r[3]),
+        level=int(r[4]),
+        content=str(r[5]),
+        token_count=None if r[6] is None else int(r[6]),
+        line_start=int(r[7]),
+        line_end=int(r[8]),
+        byte_start=int(r[9]),
+        byte_end=int(r[10]),
+    )

@@ -29,7 +29,14 @@ import numpy as np
 
 from groove_core import links, words
 from groove_core.query import normalize
-from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+from groove_core.rows import (
+    ChunkRow,
+    DocumentChunkRow,
+    DocumentRow,
+    Links,
+    chunk_row,
+    document_chunk_row,
+)
 
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
@@ -130,6 +137,30 @@ VEC_MAX_K = 4096
 #: numpy's BLAS scans 100k x 512 floats ~6x faster than vec0's brute force (see
 #: docs/benchmarks.md), at the price of holding the vectors in memory (2 KiB per chunk).
 MATRIX_MIN_ROWS = 5_000
+
+
+def incomplete_note(since: str, documents: int) -> str:
+    """What every backend tells users while an index run that fills the index from empty
+    (marked at ``since``, seconds since the epoch) has not finished."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
+    return (
+        f"the index is incomplete: an index run started {started} has not finished (it is "
+        f"still running or was interrupted), so only {documents} documents are searchable; "
+        "run 'groove index' to complete it"
+    )
+
+
+def check_same_embedder(label: str, recorded: tuple[str, int] | None, identity: str) -> None:
+    """Raise :class:`EmbedderMismatchError` when the index ``label`` holds vectors of an
+    embedder (``recorded``) other than ``identity``: every backend says it so."""
+    if recorded is not None and recorded[0] != identity:
+        raise EmbedderMismatchError(
+            f"the index {label} was built with embedder {recorded[0]!r} "
+            f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
+            "'groove index --reembed' to re-embed it (the current index keeps serving "
+            "until the new one is complete), or set [embedder] back to the one it was "
+            "built with"
+        )
 
 
 class StoreError(Exception):
@@ -737,15 +768,7 @@ class Store:
     def incomplete(self) -> str | None:
         """A sentence for users when an index run that fills this index has not finished."""
         since = self.get_meta(INCOMPLETE_KEY)
-        if since is None:
-            return None
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
-        docs = self.counts()["documents"]
-        return (
-            f"the index is incomplete: an index run started {started} has not finished (it is "
-            f"still running or was interrupted), so only {docs} documents are searchable; "
-            "run 'groove index' to complete it"
-        )
+        return None if since is None else incomplete_note(since, self.counts()["documents"])
 
     def embedder_identity(self) -> tuple[str, int] | None:
         identity, dim = self.get_meta("embedder"), self.get_meta("embedder_dim")
@@ -756,15 +779,7 @@ class Store:
     def check_embedder(self, identity: str) -> None:
         """Refuse to mix vectors of two embedders in one index, or to search one
         embedder's vectors with another's query vectors."""
-        recorded = self.embedder_identity()
-        if recorded is not None and recorded[0] != identity:
-            raise EmbedderMismatchError(
-                f"the index {self.label} was built with embedder {recorded[0]!r} "
-                f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
-                "'groove index --reembed' to re-embed it (the current index keeps serving "
-                "until the new one is complete), or set [embedder] back to the one it was "
-                "built with"
-            )
+        check_same_embedder(self.label, self.embedder_identity(), identity)
 
     def bind_embedder(self, identity: str, dim: int) -> None:
         """Record the embedder and create ``vec_chunks`` for its dimension (first run)."""
@@ -1069,27 +1084,7 @@ class Store:
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(chunk_ids)),),
         )
-        return {
-            int(r[0]): ChunkRow(
-                chunk_id=int(r[0]),
-                doc_id=int(r[1]),
-                path=str(r[2]),
-                title=str(r[3]),
-                tags=tuple(json.loads(r[4])),
-                heading=str(r[5]),
-                heading_path=tuple(json.loads(r[6])),
-                level=int(r[7]),
-                content=str(r[8]),
-                token_count=None if r[9] is None else int(r[9]),
-                line_start=int(r[10]),
-                line_end=int(r[11]),
-                byte_start=int(r[12]),
-                byte_end=int(r[13]),
-                ordinal=int(r[14]),
-                context=str(r[15]),
-            )
-            for r in rows
-        }
+        return {int(r[0]): chunk_row(r) for r in rows}
 
     def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
         """All chunks of one document in order (for expansion stages)."""
@@ -1099,22 +1094,7 @@ class Store:
             "ORDER BY ordinal",
             (doc_id,),
         )
-        return [
-            DocumentChunkRow(
-                chunk_id=int(r[0]),
-                ordinal=int(r[1]),
-                heading=str(r[2]),
-                heading_path=tuple(json.loads(r[3])),
-                level=int(r[4]),
-                content=str(r[5]),
-                token_count=None if r[6] is None else int(r[6]),
-                line_start=int(r[7]),
-                line_end=int(r[8]),
-                byte_start=int(r[9]),
-                byte_end=int(r[10]),
-            )
-            for r in rows
-        ]
+        return [document_chunk_row(r) for r in rows]
 
     def documents(self) -> list[DocumentRow]:
         """Every indexed document, by path."""

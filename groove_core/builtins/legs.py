@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 COMMON_PHRASE_MIN_ROWS = 1_000
 
 
-def _fold(ch: str) -> str:
+def fold_char(ch: str) -> str:
     """``ch`` as the trigram tokenizer indexes it: case folded and, for the Latin-range
     scripts its ``remove_diacritics 1`` covers, without combining marks (kana keep their
     voicing marks). A mismatch only makes a trigram look rare, so a phrase is kept."""
@@ -38,7 +38,7 @@ def _fold(ch: str) -> str:
 
 
 def _trigrams(phrase: str) -> list[str]:
-    folded = "".join(_fold(ch) for ch in phrase)
+    folded = "".join(fold_char(ch) for ch in phrase)
     return [folded[i : i + 3] for i in range(len(folded) - 2)]
 
 

@@ -20,9 +20,10 @@ content)``. Here:
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
+
+from groove_core.builtins.legs import fold_char
 
 __all__ = [
     "SEPARATOR",
@@ -43,19 +44,9 @@ K1 = 1.2
 B = 0.75
 
 
-@lru_cache(maxsize=65536)
-def _fold_char(ch: str) -> str:
-    """One character as the trigram tokenizer compares it: lower-cased and, in the
-    Latin-range scripts ``remove_diacritics 1`` covers, without combining marks (the same
-    rule as the core's common-phrase estimate, groove_core/builtins/legs.py)."""
-    low = ch.lower()
-    if len(low) != 1:
-        return ch
-    if ord(low) < 0x2000:
-        base = "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
-        if len(base) == 1:
-            return base
-    return low
+#: One character as the trigram tokenizer compares it: the core's rule for its
+#: common-phrase estimate (groove_core/builtins/legs.py), memoised per character.
+_fold_char = lru_cache(maxsize=65536)(fold_char)
 
 
 def fold(text: str) -> str:

@@ -44,14 +44,17 @@ from groove_core.rows import (
     DocumentRow,
     Links,
     OutgoingLink,
+    chunk_row,
+    document_chunk_row,
 )
 from groove_core.store import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,
     DocState,
-    EmbedderMismatchError,
     NewDocument,
     StoreError,
+    check_same_embedder,
+    incomplete_note,
 )
 from groove_postgres import lexical, wordleg
 from groove_postgres.errors import classify, pg_errors
@@ -595,15 +598,7 @@ class PostgresStore:
 
     def incomplete(self) -> str | None:
         since = self.get_meta(INCOMPLETE_KEY)
-        if since is None:
-            return None
-        started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
-        docs = self.counts()["documents"]
-        return (
-            f"the index is incomplete: an index run started {started} has not finished (it is "
-            f"still running or was interrupted), so only {docs} documents are searchable; "
-            "run 'groove index' to complete it"
-        )
+        return None if since is None else incomplete_note(since, self.counts()["documents"])
 
     def embedder_identity(self) -> tuple[str, int] | None:
         """The embedder the vectors came from, and their dimension. Once known it is kept:
@@ -624,15 +619,7 @@ class PostgresStore:
         return self._identity
 
     def check_embedder(self, identity: str) -> None:
-        recorded = self.embedder_identity()
-        if recorded is not None and recorded[0] != identity:
-            raise EmbedderMismatchError(
-                f"the index {self.label} was built with embedder {recorded[0]!r} "
-                f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
-                "'groove index --reembed' to re-embed it (the current index keeps serving "
-                "until the new one is complete), or set [embedder] back to the one it was "
-                "built with"
-            )
+        check_same_embedder(self.label, self.embedder_identity(), identity)
 
     def bind_embedder(self, identity: str, dim: int) -> None:
         """Record the embedder and create the KB's HNSW index for its dimension (unless
@@ -1138,27 +1125,7 @@ class PostgresStore:
                 "WHERE c.kb = %s AND c.id = ANY(%s)",
                 (self.kb_id, list(chunk_ids)),
             ).fetchall()
-        return {
-            int(r[0]): ChunkRow(
-                chunk_id=int(r[0]),
-                doc_id=int(r[1]),
-                path=str(r[2]),
-                title=str(r[3]),
-                tags=_tuple(r[4]),
-                heading=str(r[5]),
-                heading_path=_tuple(r[6]),
-                level=int(r[7]),
-                content=str(r[8]),
-                token_count=None if r[9] is None else int(r[9]),
-                line_start=int(r[10]),
-                line_end=int(r[11]),
-                byte_start=int(r[12]),
-                byte_end=int(r[13]),
-                ordinal=int(r[14]),
-                context=str(r[15]),
-            )
-            for r in rows
-        }
+        return {int(r[0]): chunk_row(r) for r in rows}
 
     def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
         with self._conn() as conn:
@@ -1168,22 +1135,7 @@ class PostgresStore:
                 "WHERE kb = %s AND doc_id = %s ORDER BY ordinal",
                 (self.kb_id, doc_id),
             ).fetchall()
-        return [
-            DocumentChunkRow(
-                chunk_id=int(r[0]),
-                ordinal=int(r[1]),
-                heading=str(r[2]),
-                heading_path=_tuple(r[3]),
-                level=int(r[4]),
-                content=str(r[5]),
-                token_count=None if r[6] is None else int(r[6]),
-                line_start=int(r[7]),
-                line_end=int(r[8]),
-                byte_start=int(r[9]),
-                byte_end=int(r[10]),
-            )
-            for r in rows
-        ]
+        return [document_chunk_row(r) for r in rows]
 
     def documents(self) -> list[DocumentRow]:
         """Every indexed document, by path in code point order (as SQLite's BINARY)."""
@@ -1281,7 +1233,7 @@ class PostgresStore:
                     f"SELECT path FROM {self._s}.documents WHERE kb = %s", (self.kb_id,)
                 ).fetchall()
             ]
-        markdown, wiki = _resolver(paths)
+        markdown, wiki = core_links.resolver(paths)
         outgoing = tuple(
             OutgoingLink(
                 target=str(target),
@@ -1329,18 +1281,6 @@ class PostgresStore:
             "df": {str(t): int(d) for t, d in df},
             "wdf": {str(t): int(d) for t, d in wdf},
         }
-
-
-def _resolver(paths: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
-    """(Markdown key -> path, wikilink key -> path) over the indexed documents; when two
-    share a key the shorter path wins (groove_core/links.py)."""
-    markdown: dict[str, str] = {}
-    wiki: dict[str, str] = {}
-    for path in sorted(paths, key=lambda p: (p.count("/"), p)):
-        markdown.setdefault(core_links.source_key(path), path)
-        for key in core_links.wiki_keys(path):
-            wiki.setdefault(key, path)
-    return markdown, wiki
 
 
 _INSERT_CHUNK = (

@@ -75,7 +75,6 @@ def test_password_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_a_failed_connection_names_the_dsn_without_the_password(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    pytest.importorskip("psycopg")
     monkeypatch.setenv("GROOVE_PG_PW", SECRET)
     # Port 1 on loopback: nothing listens there; the driver's error comes back scrubbed.
     settings = PostgresSettings(
