@@ -29,8 +29,8 @@ __all__ = [
     "SEPARATOR",
     "fold",
     "like_pattern",
+    "overlap_witnesses",
     "parse_match",
-    "self_overlapping",
     "token_count",
     "trigrams",
 ]
@@ -74,11 +74,14 @@ def like_pattern(phrase: str) -> str:
     return f"%{escaped}%"
 
 
-def self_overlapping(phrase: str) -> bool:
-    """True when two occurrences of ``phrase`` can overlap (a proper prefix equals a
-    suffix, as in ``aaa`` or ``abab``): then counting needs a lookahead regex, otherwise
-    the cheaper ``replace`` arithmetic counts the same."""
-    return any(phrase[:n] == phrase[-n:] for n in range(1, len(phrase)))
+def overlap_witnesses(phrase: str) -> list[str]:
+    """The shortest texts holding two overlapping occurrences of ``phrase``, one per way
+    they can overlap: a proper prefix that equals a suffix (``n`` in ``nation``) lets an
+    occurrence start where the previous one's suffix does (``nationation``). A column
+    holds overlapping occurrences exactly when it contains one of these; without them the
+    cheaper ``replace`` arithmetic counts every occurrence."""
+    size = len(phrase)
+    return [phrase + phrase[n:] for n in range(size - 1, 0, -1) if phrase[:n] == phrase[-n:]]
 
 
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}")

@@ -888,20 +888,20 @@ class PostgresStore:
         branches: list[str] = []
         params: list[Any] = [self.kb_id]
         for i, phrase in enumerate(pos, start=1):
-            overlap = lexical.self_overlapping(phrase)
+            witnesses = lexical.overlap_witnesses(phrase)
             branches.append(
                 branch.format(
                     i=i,
                     t=f"({keep}) AS ok",
-                    h=_count_literal("heading_n", phrase, overlap),
-                    x=_count_literal("context_n", phrase, overlap),
-                    c=_count_literal("content_n", phrase, overlap),
+                    h=_count_literal("heading_n", phrase, witnesses),
+                    x=_count_literal("context_n", phrase, witnesses),
+                    c=_count_literal("content_n", phrase, witnesses),
                 )
             )
             params += [lexical.like_pattern(p) for p in neg]
             for column in range(3):
                 params.append(float(weights[column]))
-                params += _count_params(phrase, overlap)
+                params += _count_params(phrase, witnesses)
             params += [self.kb_id, lexical.like_pattern(phrase)]
         only = "AND h.id = ANY(%s)" if allowed is not None else ""
         sql = f"""
@@ -993,16 +993,16 @@ class PostgresStore:
         params: list[Any] = [self.kb_id]
         for i, term in enumerate(tokens, start=1):
             pattern = wordleg.padded(term)
-            overlap = wordleg.phrase_overlaps(term)
+            witnesses = wordleg.overlap_witnesses(term)
             branches.append(
                 branch.format(
                     i=i,
-                    h=_count_literal("heading_w", pattern, overlap),
-                    x=_count_literal("context_w", pattern, overlap),
-                    c=_count_literal("content_w", pattern, overlap),
+                    h=_count_literal("heading_w", pattern, witnesses),
+                    x=_count_literal("context_w", pattern, witnesses),
+                    c=_count_literal("content_w", pattern, witnesses),
                 )
             )
-            params += _count_params(pattern, overlap) * 3
+            params += _count_params(pattern, witnesses) * 3
             params += [self.kb_id, sorted(set(term))]
         params += [float(w) for w in weights]
         only = "AND f.id = ANY(%s)" if allowed is not None else ""
@@ -1292,20 +1292,26 @@ _INSERT_CHUNK = (
 )
 
 
-def _count_literal(column: str, phrase: str, overlap: bool) -> str:
+def _count_literal(column: str, phrase: str, witnesses: Sequence[str]) -> str:
     """SQL for the occurrences of one phrase in ``column``, overlaps included: the
-    arithmetic of ``replace`` when occurrences cannot overlap, a lookahead regex when they
-    can (``overlap``: lexical.self_overlapping); its parameters: :func:`_count_params`."""
-    if overlap:
-        return f"regexp_count({column}, %s)"
+    arithmetic of ``replace``, exact unless the column holds two overlapping occurrences
+    (one of ``witnesses``, lexical.overlap_witnesses), where a lookahead regex counts.
+    The regex costs several times the rest, and overlaps are rare even where the phrase
+    could overlap (``nation`` in ``nationation``). Its parameters: :func:`_count_params`."""
     # Bytes, not characters: each occurrence removed takes the phrase's bytes with it, and
     # octet_length does not walk the UTF-8 text as length does.
     size = len(phrase.encode("utf-8"))
-    return f"((octet_length({column}) - octet_length(replace({column}, %s, ''))) / {size})"
+    plain = f"((octet_length({column}) - octet_length(replace({column}, %s, ''))) / {size})"
+    if not witnesses:
+        return plain
+    none = " AND ".join(f"strpos({column}, %s) = 0" for _ in witnesses)
+    return f"(CASE WHEN {none} THEN {plain} ELSE regexp_count({column}, %s) END)"
 
 
-def _count_params(phrase: str, overlap: bool) -> list[str]:
-    return [lexical.overlap_regex(phrase) if overlap else phrase]
+def _count_params(phrase: str, witnesses: Sequence[str]) -> list[str]:
+    if not witnesses:
+        return [phrase]
+    return [*witnesses, phrase, lexical.overlap_regex(phrase)]
 
 
 class _StatsDelta:

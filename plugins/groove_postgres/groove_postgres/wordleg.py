@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from groove_core import words
 from groove_postgres import lexical
 
-__all__ = ["column_tokens", "padded", "phrase_overlaps", "query_term"]
+__all__ = ["column_tokens", "overlap_witnesses", "padded", "query_term"]
 
 
 def column_tokens(normalized: str) -> list[str]:
@@ -40,8 +40,12 @@ def query_term(term: str) -> list[str]:
     return [lexical.fold(t) for t in term.split(" ") if t]
 
 
-def phrase_overlaps(tokens: Sequence[str]) -> bool:
-    """Whether two occurrences of a phrase of ``tokens`` can overlap (``a a`` in ``a a
-    a``): then counting needs a lookahead regex. Padded occurrences only ever overlap by
-    whole tokens."""
-    return any(list(tokens[:n]) == list(tokens[-n:]) for n in range(1, len(tokens)))
+def overlap_witnesses(tokens: Sequence[str]) -> list[str]:
+    """lexical.overlap_witnesses for a phrase of tokens, padded: padded occurrences only
+    ever overlap by whole tokens (``a a`` in ``a a a``), never by the padding."""
+    size = len(tokens)
+    return [
+        padded([*tokens, *tokens[n:]])
+        for n in range(size - 1, 0, -1)
+        if list(tokens[:n]) == list(tokens[-n:])
+    ]
