@@ -160,6 +160,7 @@ class PostgresBackend:
             # Every run ends with the KB's HNSW index in place: built here once when the
             # run deferred it (docs/benchmarks.md, issue #17), or after a killed run.
             store.build_vector_index()
+            store.clean_pending()
             if store.defer_vector_index:
                 store.analyze()  # the KB was filled: plans need fresh statistics
             return report

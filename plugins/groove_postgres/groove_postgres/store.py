@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import threading
 import time
 import weakref
@@ -74,6 +75,8 @@ __all__ = [
     "PostgresStore",
     "PostgresStoreError",
 ]
+
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 #: regexp_count (overlapping phrase counts) is PostgreSQL 15+; pgvector 0.8 needs 13+.
@@ -188,6 +191,9 @@ def _schema_sql(s: str) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS links_key ON {s}.links(kb, key)",
     ]
 
+
+#: The lexical legs' GIN indexes (their pending lists are merged after each run).
+_GIN_INDEXES = ("chunks_trgm", "chunks_words")
 
 #: The indexed lexical text: the three folded columns joined by lexical.SEPARATOR. Written
 #: out literally wherever a query must use the GIN index on it.
@@ -649,6 +655,25 @@ class PostgresStore:
         with self._conn() as conn:
             for table in ("chunks", "vectors", "documents", "doc_tags", "trigram_df", "word_df"):
                 conn.execute(f"ANALYZE {self._s}.{table}")
+
+    def clean_pending(self) -> None:
+        """Merge what the run inserted into the lexical GIN indexes. New rows go to each
+        index's pending list first (cheap writes), and every lookup scans that whole list:
+        ~0.7 ms a term with a full list (4 MB), 48 -> 15 ms for the word leg of a search
+        at 10k chunks (docs/benchmarks.md, issue #17). Only the indexes' owner (or a role
+        with MAINTAIN) may: for another writer, autovacuum does it later."""
+        for index in _GIN_INDEXES:
+            try:
+                with self._conn() as conn:
+                    conn.execute(
+                        "SELECT gin_clean_pending_list(%s::regclass)", (f"{self._s}.{index}",)
+                    )
+            except StoreError as err:
+                from psycopg.errors import InsufficientPrivilege
+
+                if not isinstance(err.__cause__, InsufficientPrivilege):
+                    raise
+                log.debug("not merging %s's pending list: %s", index, err.__cause__)
 
     def _create_vector_index(self, conn: psycopg.Connection[Any], dim: int) -> None:
         conn.execute(

@@ -80,3 +80,39 @@ def test_a_filling_build_creates_the_hnsw_index_once_at_the_end(
     Groove.open(kb).index()
     assert seen == [{f"vectors_hnsw_{second}"}]
     assert Groove.open(kb).doctor().healthy
+
+
+def _pending_pages(dsn: str) -> dict[str, int]:
+    pages: dict[str, int] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pgstattuple")
+        for index in ("groove.chunks_trgm", "groove.chunks_words"):
+            row = conn.execute("SELECT pending_pages FROM pgstatginindex(%s)", (index,)).fetchone()
+            assert row is not None
+            pages[index] = int(row[0])
+    return pages
+
+
+def test_every_run_leaves_the_lexical_gin_indexes_without_a_pending_list(
+    tmp_path: Path, postgres_dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # New rows go to a GIN index's pending list, which every lookup scans whole; a run
+    # merges it at its end (a first build and an update alike).
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    seen: list[dict[str, int]] = []
+    clean = PostgresStore.clean_pending
+
+    def spy(self: PostgresStore) -> None:
+        seen.append(_pending_pages(postgres_dsn))
+        clean(self)
+
+    monkeypatch.setattr(PostgresStore, "clean_pending", spy)
+    app = Groove.open(kb)
+    app.index()
+    assert seen and all(pages > 0 for pages in seen[-1].values())  # there was a list
+    assert set(_pending_pages(postgres_dsn).values()) == {0}
+    (kb / "extra.md").write_text("# Extra\n\nA note added later about pending lists.\n")
+    seen.clear()
+    Groove.open(kb).index()
+    assert seen and all(pages > 0 for pages in seen[-1].values())
+    assert set(_pending_pages(postgres_dsn).values()) == {0}
