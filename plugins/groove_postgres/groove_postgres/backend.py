@@ -362,6 +362,8 @@ class _Found:
     def __init__(self) -> None:
         self.chunks: dict[str, list[int]] = {}
         self.stats: list[str] = []
+        #: What the index run that follows a repair fixes by itself (a missing HNSW index).
+        self.unbuilt: list[str] = []
 
     @property
     def ok(self) -> bool:
@@ -372,7 +374,7 @@ class _Found:
 
     def describe(self) -> list[str]:
         out = [f"{len(ids)} {label}" for label, ids in self.chunks.items() if ids]
-        return out + self.stats
+        return out + self.stats + self.unbuilt
 
 
 def _ids(conn: psycopg.Connection[Any], sql: str, params: tuple[Any, ...]) -> list[int]:
@@ -389,6 +391,18 @@ def _check(store: PostgresStore) -> _Found:
     found = _Found()
     identity = store.embedder_identity()
     with store.snapshot(), store._conn() as conn:
+        hnsw = f"vectors_hnsw_{kb}"
+        if (
+            identity is not None
+            and not conn.execute(
+                "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
+                (s, hnsw),
+            ).fetchone()
+        ):
+            found.unbuilt.append(
+                f"the KB's vector index ({hnsw}) is missing: the vector leg reads every "
+                "vector until 'groove index' (or doctor --repair) builds it"
+            )
         if identity is not None:
             found.chunks["chunks without a vector"] = _ids(
                 conn,

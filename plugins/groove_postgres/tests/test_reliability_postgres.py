@@ -194,6 +194,25 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
     assert _content(Groove.open(kb)) == expected
 
 
+def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    app = Groove.open(kb)
+    app.index()
+    store = app.backend.open()
+    assert isinstance(store, PostgresStore)
+    index = f"vectors_hnsw_{store.kb_id}"
+    with store.transaction() as conn:
+        conn.execute(f"DROP INDEX groove.{index}")  # a run killed before it built it
+    found = app.doctor()
+    assert not found.healthy and not found.rebuilt
+    assert any(f"vector index ({index}) is missing" in p for p in found.problems)
+    repaired = app.doctor(repair=True)
+    assert repaired.repaired and repaired.reindexed == []
+    assert Groove.open(kb).doctor().healthy
+
+
 def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
     kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
     app = Groove.open(kb)
