@@ -160,7 +160,12 @@ def _schema_sql(s: str) -> list[str]:
             context_w text NOT NULL,
             content_w text NOT NULL,
             wterms text[] NOT NULL,
-            wtok integer NOT NULL)""",
+            wtok integer NOT NULL) WITH (toast_tuple_target = 8160)""",
+        # What the lexical legs read stays uncompressed, and in the row up to 8 kB: each
+        # matching row is read (and was decompressed, once per reference) to check and
+        # count a phrase. The displayed columns may still be compressed.
+        f"ALTER TABLE {s}.chunks "
+        + ", ".join(f"ALTER COLUMN {c} SET STORAGE EXTERNAL" for c in _LEXICAL_COLUMNS),
         f"CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks(doc_id, ordinal)",
         f"CREATE INDEX IF NOT EXISTS chunks_kb ON {s}.chunks(kb, id)",
         f"CREATE INDEX IF NOT EXISTS chunks_trgm ON {s}.chunks USING gin (({_TEXT}) gin_trgm_ops)",
@@ -191,6 +196,17 @@ def _schema_sql(s: str) -> list[str]:
         f"CREATE INDEX IF NOT EXISTS links_key ON {s}.links(kb, key)",
     ]
 
+
+#: The columns the lexical legs read in every row they match.
+_LEXICAL_COLUMNS = (
+    "heading_n",
+    "context_n",
+    "content_n",
+    "heading_w",
+    "context_w",
+    "content_w",
+    "wterms",
+)
 
 #: The lexical legs' GIN indexes (their pending lists are merged after each run).
 _GIN_INDEXES = ("chunks_trgm", "chunks_words")
