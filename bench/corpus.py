@@ -11,6 +11,7 @@ byte-identical.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import sys
@@ -60,7 +61,9 @@ def notes(chunks: int, seed: int = 7) -> Iterator[tuple[str, str]]:
         lang = sections[0][0]
         title = f"Note {n}: {_heading(lang, sections[0][1])}"
         tags = rng.sample(["research", "meeting", "howto", "draft", "ref", "idea"], 2)
-        lines = ["---", f"title: {title}", f"tags: [{', '.join(tags)}]", "---", f"# {title}", ""]
+        # The title holds ": ": quoted (a JSON string is a YAML scalar), or it is no YAML.
+        quoted = json.dumps(title, ensure_ascii=False)
+        lines = ["---", f"title: {quoted}", f"tags: [{', '.join(tags)}]", "---", f"# {title}", ""]
         for i, (section_lang, body) in enumerate(sections):
             lines += [
                 f"## {_heading(section_lang, body)}",
