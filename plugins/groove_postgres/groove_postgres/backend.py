@@ -134,12 +134,16 @@ class PostgresBackend:
             mode = "rebuild"  # nothing to copy: a re-embed of nothing is a fresh build
         db = self.db
         with db.run_lock(self.kb):
+            live = db.kb_id(self.kb, LIVE, create=mode == "update")
+            if live is not None:
+                # Before anything else: a killed filling build's frequencies are recounted.
+                PostgresStore(db, live, self.kb).recover_statistics()
             if mode == "update":
-                kb_id = db.kb_id(self.kb, LIVE, create=True)
-                assert kb_id is not None
-                store = PostgresStore(db, kb_id, self.kb)
-                # A first index fills an empty KB: its HNSW index is built at the end.
-                store.defer_vector_index = store.is_empty()
+                assert live is not None
+                store = PostgresStore(db, live, self.kb)
+                # A first index fills an empty KB: its HNSW index is built at the end, its
+                # document frequencies written once (docs/benchmarks.md, issue #17).
+                store.defer_vector_index = store.defer_statistics = store.is_empty()
                 return self._run(work, store, _INTACT)
             return self._rebuild(work, copy=mode == "reembed")
 
@@ -150,13 +154,17 @@ class PostgresBackend:
             try:
                 report = work(store)
             except Exception:
-                # The rows written so far stay (an update run) and get their HNSW index;
-                # a rebuild's staging rows are dropped anyway. (Interrupted, the run leaves
-                # it to the next run: until then the vector leg scans exactly.)
+                # The rows written so far stay (an update run) and get their statistics and
+                # HNSW index; a rebuild's staging rows are dropped anyway. (Interrupted, the
+                # run leaves them to the next run: it recounts the statistics first, and
+                # until it ends the vector leg scans exactly.)
                 if outcome == _INTACT:
+                    with suppress(StoreError):
+                        store.finish_statistics()
                     with suppress(StoreError):
                         store.build_vector_index()
                 raise
+            store.finish_statistics()  # end_run wrote them: this is for a work without it
             # Every run ends with the KB's HNSW index in place: built here once when the
             # run deferred it (docs/benchmarks.md, issue #17), or after a killed run.
             store.build_vector_index()
@@ -189,7 +197,8 @@ class PostgresBackend:
                 assert live is not None
                 self._copy(live, staging)
             target = PostgresStore(db, staging, self.kb)
-            target.defer_vector_index = True  # built once, before the swap (_run)
+            # Built once, before the swap (_run); the statistics written once, at the end.
+            target.defer_vector_index = target.defer_statistics = True
             report = self._run(work, target, _UNTOUCHED)
             self._swap(staging)
         except StoreError as err:
@@ -342,7 +351,7 @@ class PostgresBackend:
             result.problems.extend(found.describe())
             incomplete = store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
-            if repair and not found.ok:
+            if repair and (not found.ok or found.pending):
                 result.reindexed = _repair(store, found)
         except IndexEnvironmentError as err:
             result.environment.append(str(err))
@@ -364,6 +373,8 @@ class _Found:
         self.stats: list[str] = []
         #: What the index run that follows a repair fixes by itself (a missing HNSW index).
         self.unbuilt: list[str] = []
+        #: A killed filling build left the document frequencies unwritten (its mark).
+        self.pending = False
 
     @property
     def ok(self) -> bool:
@@ -387,6 +398,8 @@ def _padded_tokens(column: str) -> str:
 
 
 def _check(store: PostgresStore) -> _Found:
+    from groove_postgres.store import STATS_PENDING_KEY
+
     s, kb = store.db.s, store.kb_id
     found = _Found()
     identity = store.embedder_identity()
@@ -453,6 +466,11 @@ def _check(store: PostgresStore) -> _Found:
                     f"the bm25 statistics disagree with the rows: {kept} {label} recorded, "
                     f"{counted} in the chunks"
                 )
+        if store.get_meta(STATS_PENDING_KEY) is not None:
+            # Not compared: the next run (or --repair) recounts them; the KB is marked
+            # incomplete meanwhile.
+            found.pending = True
+            return found
         wrong_words = conn.execute(
             f"""WITH r AS (SELECT term, count(*) AS df FROM {s}.chunks, unnest(wterms) term
                            WHERE kb = %s GROUP BY term),
@@ -510,23 +528,7 @@ def _repair(store: PostgresStore, found: _Found) -> list[str]:
             f"FROM {s}.chunks WHERE kb = %s) c WHERE k.id = %s",
             (kb, kb),
         )
-        conn.execute(f"DELETE FROM {s}.word_df WHERE kb = %s", (kb,))
-        conn.execute(
-            f"INSERT INTO {s}.word_df(kb, term, df) SELECT %s, term, count(*) "
-            f"FROM {s}.chunks, unnest(wterms) term WHERE kb = %s GROUP BY term",
-            (kb, kb),
-        )
-        conn.execute(f"DELETE FROM {s}.trigram_df WHERE kb = %s", (kb,))
-        conn.execute(
-            f"""INSERT INTO {s}.trigram_df(kb, tri, df)
-                SELECT %s, tri, count(*) FROM (
-                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
-                    FROM {s}.chunks c
-                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
-                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
-                    WHERE c.kb = %s) t GROUP BY tri""",
-            (kb, kb),
-        )
+        store.recount_frequencies(conn)
     return sorted(str(path) for _, path in rows)
 
 

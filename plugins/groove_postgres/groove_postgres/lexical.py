@@ -21,7 +21,6 @@ content)``. Here:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 from groove_core.builtins.legs import fold_char
 
@@ -44,15 +43,26 @@ K1 = 1.2
 B = 0.75
 
 
-#: One character as the trigram tokenizer compares it: the core's rule for its
-#: common-phrase estimate (groove_core/builtins/legs.py), memoised per character.
-_fold_char = lru_cache(maxsize=65536)(fold_char)
+class _FoldTable(dict[int, str]):
+    """Code point -> the character as the trigram tokenizer compares it: the core's rule for
+    its common-phrase estimate (groove_core/builtins/legs.py), computed once per character
+    the first time :func:`fold`'s ``str.translate`` meets it. NUL, which PostgreSQL text
+    cannot hold, maps to U+FFFD."""
+
+    def __missing__(self, code: int) -> str:
+        folded = fold_char("\ufffd" if code == 0 else chr(code))
+        self[code] = folded
+        return folded
+
+
+_FOLD = _FoldTable()
 
 
 def fold(text: str) -> str:
     """``text`` (already NFKC-normalised) folded one character for one; NUL, which
-    PostgreSQL text cannot hold, becomes U+FFFD."""
-    return "".join(_fold_char(ch) for ch in text.replace("\x00", "\ufffd"))
+    PostgreSQL text cannot hold, becomes U+FFFD. (One ``str.translate`` pass: a per
+    character Python call cost more than the rest of a chunk's row.)"""
+    return text.translate(_FOLD)
 
 
 def token_count(folded: str) -> int:
@@ -64,7 +74,8 @@ def trigrams(columns: Iterable[str]) -> set[str]:
     """The distinct trigrams of folded columns (none spans two columns)."""
     out: set[str] = set()
     for text in columns:
-        out.update(text[i : i + 3] for i in range(len(text) - 2))
+        # Three characters joined in C: cheaper than slicing in a generator expression.
+        out.update(map("".join, zip(text, text[1:], text[2:], strict=False)))
     return out
 
 

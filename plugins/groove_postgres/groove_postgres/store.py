@@ -32,6 +32,7 @@ import weakref
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import chain
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,6 +94,10 @@ EXACT_KNN_MAX_ROWS = 20_000
 #: Candidates fetched beyond k, so that a near-tie at the k-th place is ranked as SQLite
 #: ranks it (PostgreSQL's distances are doubles, sqlite-vec's float32).
 KNN_MARGIN = 32
+#: The meta key of a build that keeps its document frequencies in memory until its end
+#: (``PostgresStore.defer_statistics``): while it is set, ``trigram_df`` and ``word_df``
+#: lack some of the KB's rows, and the next run recounts them before anything else.
+STATS_PENDING_KEY = "df_pending"
 #: The states of a KB's row in ``kbs``.
 LIVE, STAGING, RETIRED = "live", "staging", "retired"
 
@@ -463,6 +468,14 @@ class PostgresStore:
         #: Set by a build that fills an empty KB: the HNSW index is built once, at the end
         #: (:meth:`build_vector_index`), not grown one inserted row at a time.
         self.defer_vector_index = False
+        #: Set with it by such a build: the trigram and word document frequencies of its
+        #: transactions are summed in memory and written once, at its end
+        #: (:meth:`finish_statistics`), not upserted per transaction. A meta mark
+        #: (:data:`STATS_PENDING_KEY`), written with the run's first rows and cleared with
+        #: the totals, tells a later run that a killed one left them unwritten
+        #: (:meth:`recover_statistics`).
+        self.defer_statistics = False
+        self._run_df: _Frequencies | None = None
 
     # -- opening -------------------------------------------------------------------------
 
@@ -606,6 +619,8 @@ class PostgresStore:
     def end_run(self) -> None:
         with self.transaction() as conn:
             self._delete_meta(conn, INCOMPLETE_KEY)
+            # The run's deferred frequencies leave with its mark, in this transaction.
+            self._write_run_df(conn)
             self.set_meta(LAST_RUN_KEY, str(time.time()))
 
     def last_indexed(self) -> float | None:
@@ -751,11 +766,24 @@ class PostgresStore:
 
     def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
         """Replace these documents (and all their rows) in one transaction; ``vectors``
-        holds one row per chunk, in the order of ``docs`` and their chunks."""
+        holds one row per chunk, in the order of ``docs`` and their chunks.
+
+        The chunks and vectors of the whole batch go in one binary ``COPY`` each, their
+        ids drawn from the chunks' identity sequence first (in order: a document's chunk
+        ids increase with their ordinals). Each chunk's row is computed as the COPY sends
+        the previous ones, so the server's index inserts run alongside; row-by-row
+        INSERTs cost ~3x more, in psycopg and in the server (docs/benchmarks.md, issue #17).
+        """
+        total = sum(len(doc.chunks) for doc in docs)
+        if len(vectors) != total:
+            raise ValueError(f"{total} chunks but {len(vectors)} vectors")
         now = time.time()
-        row = 0
         stats = _StatsDelta()
-        with self.transaction() as conn:
+        deferred = self._deferring()
+        with self.transaction() as conn, conn.cursor() as cur:
+            doc_ids: list[int] = []
+            tags: list[tuple[int, int, str]] = []
+            links: list[tuple[int, int, int, str, str, str, int]] = []
             for doc in docs:
                 self._delete_path(conn, doc.path, stats)
                 found = conn.execute(
@@ -774,37 +802,43 @@ class PostgresStore:
                 ).fetchone()
                 assert found is not None
                 doc_id = int(found[0])
-                with conn.cursor() as cur:
-                    cur.executemany(
-                        f"INSERT INTO {self._s}.doc_tags(kb, doc_id, tag) VALUES (%s, %s, %s) "
-                        "ON CONFLICT DO NOTHING",
-                        [(self.kb_id, doc_id, _pg_text(_ascii_lower(t))) for t in doc.tags],
-                    )
-                    chunk_rows = [self._chunk_row(doc_id, c, stats) for c in doc.chunks]
-                    ids: list[int] = []
-                    if chunk_rows:
-                        cur.executemany(_INSERT_CHUNK.format(s=self._s), chunk_rows, returning=True)
-                        while True:
-                            got = cur.fetchone()
-                            assert got is not None
-                            ids.append(int(got[0]))
-                            if not cur.nextset():
-                                break
-                    cur.executemany(
-                        f"INSERT INTO {self._s}.vectors(chunk_id, kb, embedding) "
-                        "VALUES (%s, %s, %s)",
-                        [
-                            (cid, self.kb_id, np.asarray(vectors[row + n], dtype=np.float32))
-                            for n, cid in enumerate(ids)
-                        ],
-                    )
-                    row += len(ids)
-                    cur.executemany(
-                        f"INSERT INTO {self._s}.links(doc_id, kb, ordinal, kind, target, key, "
-                        "line) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                        _link_rows(self.kb_id, doc_id, doc.path, doc.links),
-                    )
-            self._apply_stats(conn, stats)
+                doc_ids.append(doc_id)
+                tags.extend((self.kb_id, doc_id, _pg_text(_ascii_lower(t))) for t in doc.tags)
+                links.extend(_link_rows(self.kb_id, doc_id, doc.path, doc.links))
+            cur.executemany(
+                f"INSERT INTO {self._s}.doc_tags(kb, doc_id, tag) VALUES (%s, %s, %s) "
+                "ON CONFLICT DO NOTHING",
+                tags,
+            )
+            cur.executemany(
+                f"INSERT INTO {self._s}.links(doc_id, kb, ordinal, kind, target, key, "
+                "line) VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                links,
+            )
+            if total:
+                ids = sorted(
+                    int(r[0])
+                    for r in conn.execute(
+                        "SELECT nextval(pg_get_serial_sequence(%s, 'id')) "
+                        "FROM generate_series(1, %s)",
+                        (f"{self._s}.chunks", total),
+                    ).fetchall()
+                )
+                next_id = iter(ids)
+                # COPY writes the identity column's values as given.
+                with cur.copy(_COPY_CHUNKS.format(s=self._s)) as copy:
+                    copy.set_types(_CHUNK_TYPES)
+                    for doc, doc_id in zip(docs, doc_ids, strict=True):
+                        for chunk in doc.chunks:
+                            copy.write_row((next(next_id), *self._chunk_row(doc_id, chunk, stats)))
+                with cur.copy(
+                    f"COPY {self._s}.vectors(chunk_id, kb, embedding) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["int8", "int4", "vector"])
+                    for cid, vector in zip(ids, vectors, strict=True):
+                        copy.write_row((cid, self.kb_id, np.asarray(vector, dtype=np.float32)))
+            self._apply_stats(conn, stats, deferred)
+        self._committed(stats, deferred)
 
     def _chunk_row(self, doc_id: int, chunk: Chunk, stats: _StatsDelta) -> tuple[Any, ...]:
         normal = tuple(normalize(t) for t in (chunk.heading, chunk.context, chunk.content))
@@ -835,34 +869,139 @@ class PostgresStore:
             wtok,
         )
 
-    def _apply_stats(self, conn: psycopg.Connection[Any], stats: _StatsDelta) -> None:
-        """Apply the batch's changes to the trigram and word document frequencies and the
-        KB's row and token totals (sorted keys: concurrent writers never deadlock)."""
-        for table, column, counter in (
-            ("trigram_df", "tri", stats.df),
-            ("word_df", "term", stats.wdf),
-        ):
-            changed = sorted((t, d) for t, d in counter.items() if d)
-            if not changed:
-                continue
-            conn.execute(
-                f"INSERT INTO {self._s}.{table}(kb, {column}, df) "
-                "SELECT %s, t, d FROM unnest(%s::text[], %s::int[]) AS u(t, d) ORDER BY t "
-                f"ON CONFLICT (kb, {column}) DO UPDATE SET df = {table}.df + excluded.df",
-                (self.kb_id, [t for t, _ in changed], [d for _, d in changed]),
-            )
-            if any(d < 0 for _, d in changed):
+    def _deferring(self) -> bool:
+        """Whether the next write's document frequencies wait for the end of the run: in a
+        filling build, for a transaction of its own (summed once it has committed)."""
+        return self.defer_statistics and not self.in_transaction
+
+    def _apply_stats(
+        self, conn: psycopg.Connection[Any], stats: _StatsDelta, deferred: bool = False
+    ) -> None:
+        """Apply the batch's changes to the KB's row and token totals and, unless
+        ``deferred`` (then :meth:`_committed` sums them for the run's end, and the run's
+        first transaction writes its mark), to the trigram and word document frequencies."""
+        if deferred:
+            if self._run_df is None:
                 conn.execute(
-                    f"DELETE FROM {self._s}.{table} WHERE kb = %s AND {column} = ANY(%s) "
-                    "AND df <= 0",
-                    (self.kb_id, [t for t, d in changed if d < 0]),
+                    f"INSERT INTO {self._s}.meta(kb, key, value) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (kb, key) DO NOTHING",
+                    (self.kb_id, STATS_PENDING_KEY, str(time.time())),
                 )
+        else:
+            changes = _Frequencies()
+            changes.add(stats)
+            self._write_df(conn, changes)
         if stats.nrow or stats.ntok or stats.wtok:
             conn.execute(
                 f"UPDATE {self._s}.kbs SET nrow = nrow + %s, ntok = ntok + %s, wtok = wtok + %s "
                 "WHERE id = %s",
                 (stats.nrow, stats.ntok, stats.wtok, self.kb_id),
             )
+
+    def _committed(self, stats: _StatsDelta, deferred: bool) -> None:
+        """After a deferred write's commit: its frequencies join the run's (only committed
+        rows count, so a failed transaction leaves the sum right)."""
+        if deferred:
+            if self._run_df is None:
+                self._run_df = _Frequencies()
+            self._run_df.add(stats)
+
+    def _write_df(
+        self, conn: psycopg.Connection[Any], changes: _Frequencies, *, bulk: bool = False
+    ) -> None:
+        """Add ``changes`` to the trigram and word document frequencies (sorted keys:
+        concurrent writers never deadlock); rows that reach 0 are deleted. The arrays go
+        in binary (``%b``): psycopg's text form of a long array costs ~5x more. With
+        ``bulk`` (a filling build's totals), a table holding no row of the KB yet is
+        filled by one binary COPY instead, which costs the server less than the upsert."""
+        for table, column in (("trigram_df", "tri"), ("word_df", "term")):
+            changed = changes.changes(table)
+            if not changed:
+                continue
+            if bulk and self._no_rows(conn, table) and all(d > 0 for _, d in changed):
+                with (
+                    conn.cursor() as cur,
+                    cur.copy(
+                        f"COPY {self._s}.{table}(kb, {column}, df) FROM STDIN (FORMAT BINARY)"
+                    ) as copy,
+                ):
+                    copy.set_types(["int4", "text", "int4"])
+                    for key, d in changed:
+                        copy.write_row((self.kb_id, key, d))
+                continue
+            conn.execute(
+                f"INSERT INTO {self._s}.{table}(kb, {column}, df) "
+                "SELECT %s, t, d FROM unnest(%b::text[], %b::int[]) AS u(t, d) ORDER BY t "
+                f"ON CONFLICT (kb, {column}) DO UPDATE SET df = {table}.df + excluded.df",
+                (self.kb_id, [t for t, _ in changed], [d for _, d in changed]),
+            )
+            if any(d < 0 for _, d in changed):
+                conn.execute(
+                    f"DELETE FROM {self._s}.{table} WHERE kb = %s AND {column} = ANY(%b) "
+                    "AND df <= 0",
+                    (self.kb_id, [t for t, d in changed if d < 0]),
+                )
+
+    def _no_rows(self, conn: psycopg.Connection[Any], table: str) -> bool:
+        row = conn.execute(
+            f"SELECT NOT EXISTS (SELECT 1 FROM {self._s}.{table} WHERE kb = %s)", (self.kb_id,)
+        ).fetchone()
+        return bool(row and row[0])
+
+    def _write_run_df(self, conn: psycopg.Connection[Any]) -> None:
+        """Write the document frequencies a filling build has summed so far and clear its
+        mark, in ``conn``'s transaction (the sum is forgotten once that commits: a
+        second call writes nothing twice)."""
+        pending, self._run_df = self._run_df, None
+        if pending is None:
+            return
+        try:
+            self._write_df(conn, pending, bulk=True)
+            self._delete_meta(conn, STATS_PENDING_KEY)
+        except BaseException:
+            self._run_df = pending
+            raise
+
+    def finish_statistics(self) -> None:
+        """Write a filling build's deferred document frequencies (those of its committed
+        transactions) and clear its mark; nothing when none are pending. The end of the
+        run does it (:meth:`end_run`); a build calls it again when its work failed."""
+        if self._run_df is not None:
+            with self.transaction() as conn:
+                self._write_run_df(conn)
+
+    def recover_statistics(self) -> bool:
+        """Recount the document frequencies from the stored folded columns and tokens when
+        a filling build was killed before writing them (its mark is set); whether it did.
+        A run does this before anything else."""
+        if self.get_meta(STATS_PENDING_KEY) is None:
+            return False
+        with self.transaction() as conn:
+            self.recount_frequencies(conn)
+        return True
+
+    def recount_frequencies(self, conn: psycopg.Connection[Any]) -> None:
+        """Replace the KB's trigram and word document frequencies by counts of its rows,
+        and clear a filling build's mark (``doctor --repair``, :meth:`recover_statistics`)."""
+        kb = self.kb_id
+        conn.execute(f"DELETE FROM {self._s}.word_df WHERE kb = %s", (kb,))
+        conn.execute(
+            f"INSERT INTO {self._s}.word_df(kb, term, df) SELECT %s, term, count(*) "
+            f"FROM {self._s}.chunks, unnest(wterms) term WHERE kb = %s GROUP BY term",
+            (kb, kb),
+        )
+        conn.execute(f"DELETE FROM {self._s}.trigram_df WHERE kb = %s", (kb,))
+        conn.execute(
+            f"""INSERT INTO {self._s}.trigram_df(kb, tri, df)
+                SELECT %s, tri, count(*) FROM (
+                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
+                    FROM {self._s}.chunks c
+                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
+                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
+                    WHERE c.kb = %s) t GROUP BY tri""",
+            (kb, kb),
+        )
+        self._delete_meta(conn, STATS_PENDING_KEY)
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
         with self.transaction() as conn, conn.cursor() as cur:
@@ -874,10 +1013,12 @@ class PostgresStore:
 
     def delete_documents(self, paths: Iterable[str]) -> None:
         stats = _StatsDelta()
+        deferred = self._deferring()
         with self.transaction() as conn:
             for path in paths:
                 self._delete_path(conn, path, stats)
-            self._apply_stats(conn, stats)
+            self._apply_stats(conn, stats, deferred)
+        self._committed(stats, deferred)
 
     def _delete_path(self, conn: psycopg.Connection[Any], path: str, stats: _StatsDelta) -> None:
         found = conn.execute(
@@ -1324,12 +1465,35 @@ class PostgresStore:
         }
 
 
-_INSERT_CHUNK = (
-    "INSERT INTO {s}.chunks(kb, doc_id, ordinal, heading, heading_path, level, context, "
-    "content, token_count, byte_start, byte_end, line_start, line_end, heading_n, context_n, "
-    "content_n, ntok, heading_w, context_w, content_w, wterms, wtok) VALUES ("
-    + ", ".join(["%s"] * 22)
-    + ") RETURNING id"
+#: The chunk columns a write sends, and their types for a binary COPY.
+_CHUNK_COLUMNS = (
+    ("id", "int8"),
+    ("kb", "int4"),
+    ("doc_id", "int8"),
+    ("ordinal", "int4"),
+    ("heading", "text"),
+    ("heading_path", "text"),
+    ("level", "int4"),
+    ("context", "text"),
+    ("content", "text"),
+    ("token_count", "int4"),
+    ("byte_start", "int8"),
+    ("byte_end", "int8"),
+    ("line_start", "int4"),
+    ("line_end", "int4"),
+    ("heading_n", "text"),
+    ("context_n", "text"),
+    ("content_n", "text"),
+    ("ntok", "int4"),
+    ("heading_w", "text"),
+    ("context_w", "text"),
+    ("content_w", "text"),
+    ("wterms", "text[]"),
+    ("wtok", "int4"),
+)
+_CHUNK_TYPES = [t for _, t in _CHUNK_COLUMNS]
+_COPY_CHUNKS = (
+    "COPY {s}.chunks(" + ", ".join(c for c, _ in _CHUNK_COLUMNS) + ") FROM STDIN (FORMAT BINARY)"
 )
 
 
@@ -1356,11 +1520,13 @@ def _count_params(phrase: str, witnesses: Sequence[str]) -> list[str]:
 
 
 class _StatsDelta:
-    """Changes to the bm25 statistics within one write transaction."""
+    """Changes to the bm25 statistics within one write transaction: the totals, and the
+    trigram sets and word terms of the chunks written (``+``) and deleted (``-``), counted
+    into :class:`_Frequencies` where they are applied."""
 
     def __init__(self) -> None:
-        self.df: Counter[str] = Counter()
-        self.wdf: Counter[str] = Counter()
+        self.trigrams: dict[int, list[set[str]]] = {1: [], -1: []}
+        self.terms: dict[int, list[Iterable[str]]] = {1: [], -1: []}
         self.nrow = 0
         self.ntok = 0
         self.wtok = 0
@@ -1368,13 +1534,38 @@ class _StatsDelta:
     def add(
         self, folded: Sequence[str], ntok: int, terms: Iterable[str], wtok: int, sign: int
     ) -> None:
-        for tri in lexical.trigrams(folded):
-            self.df[tri] += sign
-        for term in terms:
-            self.wdf[term] += sign
+        """One chunk written (``sign`` 1) or deleted (-1); ``terms`` are its distinct terms."""
+        self.trigrams[sign].append(lexical.trigrams(folded))
+        self.terms[sign].append(terms)
         self.nrow += sign
         self.ntok += sign * ntok
         self.wtok += sign * wtok
+
+
+class _Frequencies:
+    """Changes to the trigram and word document frequencies (of one transaction, or summed
+    over a filling build's): rows added and removed are counted apart, each by
+    ``Counter.update`` over the chunks' sets (in C), and combined when written."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, dict[int, Counter[str]]] = {
+            "trigram_df": {1: Counter(), -1: Counter()},
+            "word_df": {1: Counter(), -1: Counter()},
+        }
+
+    def add(self, stats: _StatsDelta) -> None:
+        for sign in (1, -1):
+            self.counts["trigram_df"][sign].update(chain.from_iterable(stats.trigrams[sign]))
+            self.counts["word_df"][sign].update(chain.from_iterable(stats.terms[sign]))
+
+    def changes(self, table: str) -> list[tuple[str, int]]:
+        """``table``'s (key, change) pairs, changed keys only, sorted (the order every
+        writer takes the rows' locks in: concurrent writers never deadlock)."""
+        plus, minus = self.counts[table][1], self.counts[table][-1]
+        if not minus:
+            return sorted(plus.items())
+        keys = sorted(plus.keys() | minus.keys())
+        return [(k, d) for k in keys if (d := plus[k] - minus[k])]
 
 
 def _link_rows(

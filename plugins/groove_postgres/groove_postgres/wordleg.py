@@ -25,14 +25,16 @@ __all__ = ["column_tokens", "overlap_witnesses", "padded", "query_term"]
 
 def column_tokens(normalized: str) -> list[str]:
     """The tokens FTS5 indexes for one NFKC-normalised column: ``words.segment``'s tokens,
-    case- and diacritic-folded as ``unicode61 remove_diacritics 2`` folds them."""
-    return [lexical.fold(t) for t in words.segment(normalized).split(" ") if t]
+    case- and diacritic-folded as ``unicode61 remove_diacritics 2`` folds them. Folded in one
+    pass over the segmented text: ``lexical.fold`` maps one character to one and no other
+    character to a space, so the tokens are the same as folded one by one."""
+    return [t for t in lexical.fold(words.segment(normalized)).split(" ") if t]
 
 
 def padded(tokens: Sequence[str]) -> str:
     """Tokens each between two spaces: a phrase's padded form is a substring of a column's
     exactly where its tokens stand next to each other."""
-    return "".join(f" {t} " for t in tokens)
+    return f" {'  '.join(tokens)} " if tokens else ""
 
 
 def query_term(term: str) -> list[str]:

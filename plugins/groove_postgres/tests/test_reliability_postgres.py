@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any, LiteralString
 
 import psycopg
 from groove_postgres.backend import PostgresBackend
@@ -107,6 +108,62 @@ def test_sigkill_at_random_points_never_corrupts_the_index(
     with psycopg.connect(postgres_dsn) as conn:
         states = conn.execute("SELECT name, state FROM groove.kbs ORDER BY name").fetchall()
     assert states == [("clean", "live"), ("kb", "live")]
+
+
+def test_a_killed_filling_build_leaves_statistics_that_the_next_run_recounts(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    """A first index keeps its document frequencies in memory until its end, under a meta
+    mark written with its first rows; SIGKILLed in between, the next run recounts them from
+    the stored rows before anything else: the same statistics as a clean build."""
+    files = 200
+    kb = _corpus(tmp_path / "kb", files, postgres_dsn)
+    clean = _corpus(tmp_path / "clean", files, postgres_dsn)
+    _indexed(clean)
+    proc = _start_index(kb)
+    marked = (
+        "SELECT count(*) FROM groove.meta m JOIN groove.kbs k ON k.id = m.kb "
+        "WHERE k.name = 'kb' AND k.state = 'live' AND m.key = 'df_pending'"
+    )
+    deadline = time.monotonic() + 120
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        while proc.poll() is None and time.monotonic() < deadline:
+            schema = conn.execute("SELECT to_regclass('groove.meta')").fetchone()
+            if schema and schema[0] is not None and _count(conn, marked):
+                break
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+        assert _count(conn, marked) == 1, "the run ended before it could be killed"
+        written = _count(
+            conn,
+            "SELECT count(*) FROM groove.documents d JOIN groove.kbs k "
+            "ON k.id = d.kb WHERE k.name = 'kb'",
+        )
+    assert 0 < written < files
+    # Until the next run, the KB reads as incomplete, nothing else.
+    _consistent(Groove.open(kb))
+    report = Groove.open(kb).index()
+    assert report.documents_total == files
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        assert _count(conn, marked) == 0
+    assert _stats(kb) == _stats(clean)
+    assert Groove.open(kb).doctor().healthy
+
+
+def _count(conn: psycopg.Connection[Any], sql: LiteralString) -> int:
+    row = conn.execute(sql).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _stats(kb: Path) -> dict[str, Any]:
+    store = Groove.open(kb).backend.open()
+    assert isinstance(store, PostgresStore)
+    try:
+        stats: dict[str, Any] = store.lexical_stats()
+    finally:
+        store.close()
+    return stats
 
 
 def _indexed(kb: Path) -> Groove:

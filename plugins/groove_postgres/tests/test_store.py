@@ -419,6 +419,48 @@ def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) ->
         only.close()
 
 
+def test_a_filling_build_writes_its_document_frequencies_once_at_the_end(
+    postgres_dsn: str,
+) -> None:
+    """With ``defer_statistics`` (a build filling a KB), the frequencies wait in memory
+    under a meta mark and end up as every transaction's own upserts would have left them;
+    a run that lost them (killed) leaves the mark, and ``recover_statistics`` recounts."""
+    eager = open_store(postgres_dsn, kb="eager")
+    filling = open_store(postgres_dsn, kb="filling")
+    lost = open_store(postgres_dsn, kb="lost")
+    changed = document("en/search.md", [("Vector search", "Rewritten: nothing about trigrams.")])
+    try:
+        for store in (eager, filling, lost):
+            store.bind_embedder("test", DIM)
+        filling.defer_statistics = lost.defer_statistics = True
+        for store in (eager, filling, lost):
+            store.begin_run()
+            store.write_documents(CORPUS[:2], vectors_for(CORPUS[:2]))
+            store.write_documents(CORPUS[2:], vectors_for(CORPUS[2:]))
+            store.write_documents([changed], vectors_for([changed]))
+            store.delete_documents(["ja/vue.md"])
+        # Until the end, only the totals are written, and the mark says so.
+        assert filling.get_meta("df_pending") is not None
+        assert filling.lexical_stats()["df"] == {}
+        assert filling.lexical_stats()["nrow"] == eager.lexical_stats()["nrow"]
+        filling.end_run()
+        eager.end_run()
+        assert filling.get_meta("df_pending") is None
+        assert filling.lexical_stats() == eager.lexical_stats()
+        filling.finish_statistics()  # nothing left: written once only
+        assert filling.lexical_stats() == eager.lexical_stats()
+        # A run killed before its end: the sum in memory is gone, the mark stays.
+        lost._run_df = None
+        assert lost.get_meta("df_pending") is not None
+        assert lost.recover_statistics()
+        assert lost.get_meta("df_pending") is None
+        assert lost.lexical_stats() == eager.lexical_stats()
+        assert not lost.recover_statistics()
+    finally:
+        for store in (eager, filling, lost):
+            store.close()
+
+
 def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> None:
     a = open_store(postgres_dsn, kb="a")
     b = open_store(postgres_dsn, kb="b")
