@@ -352,7 +352,12 @@ class PostgresBackend:
             incomplete = store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
             if repair and (not found.ok or found.pending):
-                result.reindexed = _repair(store, found)
+                # Pending frequencies are a killed build's only when no run holds the
+                # lock: a running build writes them at its end, and a recount meanwhile
+                # would count its rows twice.
+                with self.db.run_lock(self.kb, wait=False) as idle:
+                    if idle or not found.pending:
+                        result.reindexed = _repair(store, found)
         except IndexEnvironmentError as err:
             result.environment.append(str(err))
         except IndexDamagedError as err:

@@ -13,9 +13,10 @@ content)``. Here:
 * the score is FTS5's bm25, computed in SQL from the same quantities: per phrase the
   number of rows it matches (its IDF), per row its weighted phrase frequency (overlapping
   occurrences, as trigram positions count them) and its length in trigram tokens, and the
-  KB's average length — kept in ``kb_stats`` and per-chunk ``ntok``, written in the
+  KB's average length — kept in ``kbs`` and per-chunk ``ntok``, written in the
   documents' own transaction. Per-trigram document frequencies (``trigram_df``) answer the
-  common-phrase rule (``trigram_rows``), as FTS5's vocabulary does for the SQLite store.
+  common-phrase rule (``trigram_rows``), as FTS5's vocabulary does for the SQLite store;
+  a build that fills a KB writes them once, at its end (``PostgresStore.defer_statistics``).
 """
 
 from __future__ import annotations

@@ -10,7 +10,8 @@ chunk's distinct tokens) carries a GIN index that selects the candidates. The sc
 FTS5's bm25 from the same quantities: rows matching each term (its IDF), per row the
 weighted term frequency and its length in tokens (``wtok``), and the KB's total tokens,
 kept with the per-term document frequencies (``word_df``) in the documents' own
-transactions.
+transactions (a build that fills a KB writes the frequencies once, at its end:
+``PostgresStore.defer_statistics``).
 """
 
 from __future__ import annotations

@@ -110,45 +110,62 @@ def test_sigkill_at_random_points_never_corrupts_the_index(
     assert states == [("clean", "live"), ("kb", "live")]
 
 
+_MARKED = (
+    "SELECT count(*) FROM groove.meta m JOIN groove.kbs k ON k.id = m.kb "
+    "WHERE k.name = 'kb' AND k.state = 'live' AND m.key = 'df_pending'"
+)
+
+
 def test_a_killed_filling_build_leaves_statistics_that_the_next_run_recounts(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
     """A first index keeps its document frequencies in memory until its end, under a meta
     mark written with its first rows; SIGKILLed in between, the next run recounts them from
-    the stored rows before anything else: the same statistics as a clean build."""
+    the stored rows before anything else (or ``doctor --repair`` does): the same
+    statistics as a clean build."""
     files = 200
     kb = _corpus(tmp_path / "kb", files, postgres_dsn)
     clean = _corpus(tmp_path / "clean", files, postgres_dsn)
     _indexed(clean)
+    for repair in (False, True):
+        if repair:
+            _forget(kb)
+        _kill_at_the_mark(kb, files, postgres_dsn)
+        # Until the next run, the KB reads as incomplete, nothing else.
+        _consistent(Groove.open(kb))
+        if repair:
+            Groove.open(kb).backend.diagnose(repair=True)
+            with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+                assert _count(conn, _MARKED) == 0
+            _consistent(Groove.open(kb))  # now with the frequencies compared
+        report = Groove.open(kb).index()
+        assert report.documents_total == files
+        with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+            assert _count(conn, _MARKED) == 0
+        assert _stats(kb) == _stats(clean)
+        assert Groove.open(kb).doctor().healthy
+
+
+def _kill_at_the_mark(kb: Path, files: int, dsn: str) -> None:
+    """Start a first index of ``kb`` and SIGKILL it once it has committed rows whose
+    document frequencies wait in memory."""
     proc = _start_index(kb)
-    marked = (
-        "SELECT count(*) FROM groove.meta m JOIN groove.kbs k ON k.id = m.kb "
-        "WHERE k.name = 'kb' AND k.state = 'live' AND m.key = 'df_pending'"
-    )
     deadline = time.monotonic() + 120
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+    with psycopg.connect(dsn, autocommit=True) as conn:
         while proc.poll() is None and time.monotonic() < deadline:
             schema = conn.execute("SELECT to_regclass('groove.meta')").fetchone()
-            if schema and schema[0] is not None and _count(conn, marked):
+            if schema and schema[0] is not None and _count(conn, _MARKED):
                 break
             time.sleep(0.02)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=60)
-        assert _count(conn, marked) == 1, "the run ended before it could be killed"
+        assert _count(conn, _MARKED) == 1, "the run ended before it could be killed"
         written = _count(
             conn,
             "SELECT count(*) FROM groove.documents d JOIN groove.kbs k "
-            "ON k.id = d.kb WHERE k.name = 'kb'",
+            "ON k.id = d.kb WHERE k.name = 'kb' AND k.state = 'live'",
         )
     assert 0 < written < files
-    # Until the next run, the KB reads as incomplete, nothing else.
-    _consistent(Groove.open(kb))
-    report = Groove.open(kb).index()
-    assert report.documents_total == files
-    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        assert _count(conn, marked) == 0
-    assert _stats(kb) == _stats(clean)
-    assert Groove.open(kb).doctor().healthy
 
 
 def _count(conn: psycopg.Connection[Any], sql: LiteralString) -> int:
