@@ -12,10 +12,12 @@ import errno
 import hashlib
 import os
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from groove_core.chunking import Chunk, TooManyChunks, parse_markdown
 from groove_core.config import (
@@ -388,6 +390,8 @@ class Indexer:
         self._pending: list[tuple[NewDocument, bool]] = []
         self._pending_chunks = 0
         self._pending_bytes = 0
+        # The batch being embedded while the previous one is written (_flush).
+        self._in_flight: _Batch | None = None
         # Bytes of the files that need reading (size or mtime changed), and of those done.
         self._work_total = 0
         self._work_done = 0
@@ -406,14 +410,22 @@ class Indexer:
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
-        for done, src in enumerate(files, start=1):
-            reason = self._visit(src, states.get(src.rel), touched)
-            if reason is None:
-                kept.add(src.rel)
-            else:
-                self.report.skipped.append((src.rel, reason))
-            self._report_progress(src.rel, done, len(files))
-        self._flush()
+        try:
+            for done, src in enumerate(files, start=1):
+                reason = self._visit(src, states.get(src.rel), touched)
+                if reason is None:
+                    kept.add(src.rel)
+                else:
+                    self.report.skipped.append((src.rel, reason))
+                self._report_progress(src.rel, done, len(files))
+            self._flush()
+            self._write_in_flight()
+        finally:
+            # A run that fails leaves no embedding behind it (the embedder is not shared
+            # between threads); what was embedded and not written is indexed next time.
+            if self._in_flight is not None:
+                self._in_flight.join()
+                self._in_flight = None
         if touched:
             self.store.touch_documents(touched)
         # A file that can no longer be indexed leaves the index like a deleted one: its old
@@ -500,32 +512,94 @@ class Indexer:
         return None
 
     def _flush(self) -> None:
-        """Embed the pending files' chunks and write those files in one transaction."""
+        """Hand the pending files' chunks to the embedder, in a thread, and write the batch
+        embedded before them meanwhile: writing (here, in the store's thread) overlaps the
+        next embedding, and a run costs little more than its embedding (docs/benchmarks.md,
+        "Indexing overhead"). One batch is embedded at a time; each is written in one
+        transaction, in order."""
         if not self._pending:
             return
-        import numpy as np
+        batch = _Batch(
+            self._pending,
+            self._pending_bytes,
+            [embedding_text(c) for doc, _ in self._pending for c in doc.chunks],
+        )
+        self._pending = []
+        self._pending_chunks = 0
+        self._pending_bytes = 0
+        previous, self._in_flight = self._in_flight, None
+        vectors = previous.wait() if previous is not None else None
+        batch.embed(self.embedder, self.config.embedder.batch_size)
+        self._in_flight = batch
+        if previous is not None:
+            self._write(previous, vectors)
 
-        texts = [embedding_text(c) for doc, _ in self._pending for c in doc.chunks]
-        batch = self.config.embedder.batch_size
-        started = time.perf_counter()
-        parts = [
-            self.embedder.embed_documents(texts[i : i + batch]) for i in range(0, len(texts), batch)
-        ]
-        self.report.embed_seconds += time.perf_counter() - started
-        vectors = np.concatenate(parts) if parts else np.zeros((0, self.embedder.dim), np.float32)
+    def _write_in_flight(self) -> None:
+        """Wait for the batch being embedded and write it."""
+        batch, self._in_flight = self._in_flight, None
+        if batch is not None:
+            self._write(batch, batch.wait())
+
+    def _write(self, batch: _Batch, vectors: Any) -> None:
+        """Write one embedded batch (one transaction)."""
+        self.report.embed_seconds += batch.seconds
         self.store.bind_embedder(self.embedder.identity, self.embedder.dim)
-        self.store.write_documents([doc for doc, _ in self._pending], vectors)
-        for _doc, is_new in self._pending:
+        self.store.write_documents([doc for doc, _ in batch.docs], vectors)
+        for _doc, is_new in batch.docs:
             if is_new:
                 self.report.added += 1
             else:
                 self.report.changed += 1
-        self.report.chunks_embedded += len(texts)
-        self._work_done += self._pending_bytes
-        self._pending = []
-        self._pending_chunks = 0
-        self._pending_bytes = 0
+        self.report.chunks_embedded += len(batch.texts)
+        self._work_done += batch.size
         self._report_progress("", *self._files)
+
+
+class _Batch:
+    """Files waiting to be written, and their chunks' embedding in a thread of its own."""
+
+    def __init__(self, docs: list[tuple[NewDocument, bool]], size: int, texts: list[str]) -> None:
+        self.docs = docs
+        self.size = size  # bytes of the files
+        self.texts = texts
+        self.seconds = 0.0
+        self._vectors: Any = None
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def embed(self, embedder: Embedder, batch_size: int) -> None:
+        def work() -> None:
+            import numpy as np
+
+            started = time.perf_counter()
+            try:
+                texts = self.texts
+                parts = [
+                    embedder.embed_documents(texts[i : i + batch_size])
+                    for i in range(0, len(texts), batch_size)
+                ]
+                self._vectors = (
+                    np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
+                )
+            except BaseException as err:  # handed to the thread that waits
+                self._error = err
+            self.seconds = time.perf_counter() - started
+
+        self._thread = threading.Thread(target=work, name="groove-embed", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        """Wait for the embedding to end (its result or error is dropped)."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def wait(self) -> Any:
+        """The vectors, one row per text (the embedder's error, raised here)."""
+        self.join()
+        if self._error is not None:
+            raise self._error
+        return self._vectors
 
 
 def _needs_reading(src: SourceFile, state: DocState | None) -> bool:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -172,3 +175,96 @@ def test_corrupt_index_file_is_a_clear_error(notes_kb: Path) -> None:
     with pytest.raises(StoreError, match="rebuild"):
         app.search("rust")
     assert app.index(rebuild=True).documents_total == 4
+
+
+class _WatchedEmbedder:
+    """Wraps an embedder: records how many of its calls run at once, in which threads,
+    and signals the start of each call (docs/benchmarks.md, "Indexing overhead": a batch
+    is written while the next one is embedded)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.identity, self.dim = inner.identity, inner.dim
+        self.running = 0
+        self.most_at_once = 0
+        self.threads: set[str] = set()
+        self.calls = 0
+        self.started = [threading.Event() for _ in range(64)]
+        self.lock = threading.Lock()
+
+    def embed_documents(self, texts: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            call, self.calls = self.calls, self.calls + 1
+        self.threads.add(threading.current_thread().name)
+        self.started[call].set()
+        try:
+            time.sleep(0.02)
+            return self.inner.embed_documents(texts)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+
+def test_a_batch_is_written_while_the_next_one_is_embedded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i} of a pipelined run.\n" for i in range(24)}
+    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+    watched = _WatchedEmbedder(app.embedder)
+    app.__dict__["embedder"] = watched
+    overlapped: list[bool] = []
+    writers: set[str] = set()
+    write = Store.write_documents
+
+    def spy(self: Store, docs: Any, vectors: Any) -> None:
+        writers.add(threading.current_thread().name)
+        batch = len(overlapped)
+        # Batch n is written once batch n + 1's embedding has started (6 batches of 4
+        # one-chunk notes; the last has none after it). Written one after the other, the
+        # wait would time out.
+        overlapped.append(batch == 5 or watched.started[batch + 1].wait(10.0))
+        write(self, docs, vectors)
+
+    monkeypatch.setattr(Store, "write_documents", spy)
+    report = app.index()
+    assert report.added == 24 and report.chunks_total == report.chunks_embedded == 24
+    assert overlapped == [True] * 6 and watched.calls == 6
+    assert watched.most_at_once == 1  # the embedder is never called from two threads at once
+    assert writers == {threading.main_thread().name}  # the store stays in its own thread
+    assert watched.threads and threading.main_thread().name not in watched.threads
+    assert open_kb(kb).search("pipelined").results
+    store = app.backend.open()
+    assert isinstance(store, Store)
+    _consistent(store)
+
+
+def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
+    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+    inner = app.embedder
+    calls = 0
+
+    class Failing(_WatchedEmbedder):
+        def embed_documents(self, texts: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            if calls == 2:
+                raise RuntimeError("the embedder broke")
+            return super().embed_documents(texts)
+
+    app.__dict__["embedder"] = Failing(inner)
+    with pytest.raises(RuntimeError, match="the embedder broke"):
+        app.index()
+    # The first batch was written (its embedding ended before the failure), the second
+    # not; the next run indexes the rest.
+    again = Groove.open(kb).index()
+    assert again.added == 8 and again.chunks_total == 12
