@@ -125,6 +125,8 @@ class EmbeddedPostgres:
     bin: Path
     host: str = "127.0.0.1"
     timings: dict[str, float] = field(default_factory=dict)
+    #: Server settings given at start beyond the fixture's own (``-c name=value``).
+    settings: dict[str, str] = field(default_factory=dict)
 
     @property
     def data(self) -> Path:
@@ -138,8 +140,11 @@ class EmbeddedPostgres:
         return f"host={self.host} port={self.port} user={SUPERUSER} dbname={dbname}"
 
     @classmethod
-    def start(cls, parent: Path | None = None) -> EmbeddedPostgres:
-        """initdb and start a server in a new temporary folder (under ``parent``)."""
+    def start(
+        cls, parent: Path | None = None, settings: dict[str, str] | None = None
+    ) -> EmbeddedPostgres:
+        """initdb and start a server in a new temporary folder (under ``parent``), with
+        ``settings`` (e.g. a benchmark's ``shared_buffers``) over the fixture's."""
         began = time.perf_counter()
         bin_dir = server_bin()
         run_as = _server_user()
@@ -152,7 +157,9 @@ class EmbeddedPostgres:
                 shutil.copytree(bin_dir.parent, copy, symlinks=True)
                 copy.chmod(0o755)
                 bin_dir = copy / "bin"
-        server = cls(root=root, port=_free_port(), run_as=run_as, bin=bin_dir)
+        server = cls(
+            root=root, port=_free_port(), run_as=run_as, bin=bin_dir, settings=dict(settings or {})
+        )
         try:
             server._initdb()
             server.timings["initdb"] = time.perf_counter() - began
@@ -233,6 +240,11 @@ class EmbeddedPostgres:
                 "-t",
                 "60",
                 "-s",
+                *(
+                    ["-o", " ".join(f"-c {k}={v}" for k, v in self.settings.items())]
+                    if self.settings
+                    else []
+                ),
                 "start",
             ],
             "starting PostgreSQL",
