@@ -527,7 +527,9 @@ class Indexer:
         self._pending = []
         self._pending_chunks = 0
         self._pending_bytes = 0
-        previous, self._in_flight = self._in_flight, None
+        # The batch stays in flight until its embedding has ended: interrupted while
+        # waiting, the run's finally still waits for it (never two embeddings at once).
+        previous = self._in_flight
         vectors = previous.wait() if previous is not None else None
         batch.embed(self.embedder, self.config.embedder.batch_size)
         self._in_flight = batch
@@ -536,14 +538,18 @@ class Indexer:
 
     def _write_in_flight(self) -> None:
         """Wait for the batch being embedded and write it."""
-        batch, self._in_flight = self._in_flight, None
+        batch = self._in_flight
         if batch is not None:
-            self._write(batch, batch.wait())
+            vectors = batch.wait()
+            self._in_flight = None
+            self._write(batch, vectors)
 
     def _write(self, batch: _Batch, vectors: Any) -> None:
         """Write one embedded batch (one transaction)."""
         self.report.embed_seconds += batch.seconds
-        self.store.bind_embedder(self.embedder.identity, self.embedder.dim)
+        # Read in the embedding thread: an embedder may embed a probe to learn its
+        # dimension, and the next batch is embedding now.
+        self.store.bind_embedder(batch.identity, batch.dim)
         self.store.write_documents([doc for doc, _ in batch.docs], vectors)
         for _doc, is_new in batch.docs:
             if is_new:
@@ -563,6 +569,8 @@ class _Batch:
         self.size = size  # bytes of the files
         self.texts = texts
         self.seconds = 0.0
+        self.identity = ""
+        self.dim = 0
         self._vectors: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -578,14 +586,15 @@ class _Batch:
                     embedder.embed_documents(texts[i : i + batch_size])
                     for i in range(0, len(texts), batch_size)
                 ]
+                self.identity, self.dim = embedder.identity, embedder.dim
                 self._vectors = (
-                    np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32)
+                    np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
                 )
             except BaseException as err:  # handed to the thread that waits
                 self._error = err
             self.seconds = time.perf_counter() - started
 
-        self._thread = threading.Thread(target=work, name="groove-embed", daemon=True)
+        self._thread = threading.Thread(target=work, name="groove-index-embed", daemon=True)
         self._thread.start()
 
     def join(self) -> None:

@@ -15,6 +15,7 @@ docs/storage-backends.md) over :class:`groove_postgres.store.PostgresStore`.
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
     from groove_postgres.store import Database, PostgresStore
 
 __all__ = ["NAME", "PostgresBackend", "factory"]
+
+log = logging.getLogger(__name__)
 
 NAME = "postgres"
 #: What a failed rebuild or re-embed leaves behind, said in every message about one.
@@ -154,13 +157,13 @@ class PostgresBackend:
             try:
                 report = work(store)
             except Exception:
-                # The rows written so far stay (an update run) and get their statistics and
-                # HNSW index; a rebuild's staging rows are dropped anyway. (Interrupted, the
-                # run leaves them to the next run: it recounts the statistics first, and
-                # until it ends the vector leg scans exactly.)
+                # The rows written so far stay (an update run) and get their HNSW index; a
+                # rebuild's staging rows are dropped anyway. A filling build's document
+                # frequencies are left to the next run, which recounts them first (its
+                # mark stays), as after an interruption; until then the KB reads as
+                # incomplete, and the vector leg scans exactly where the index is missing.
+                store.abandon_statistics()
                 if outcome == _INTACT:
-                    with suppress(StoreError):
-                        store.finish_statistics()
                     with suppress(StoreError):
                         store.build_vector_index()
                 raise
@@ -168,7 +171,10 @@ class PostgresBackend:
             # Every run ends with the KB's HNSW index in place: built here once when the
             # run deferred it (docs/benchmarks.md, issue #17), or after a killed run.
             store.build_vector_index()
-            store.clean_pending()
+            try:
+                store.clean_pending()
+            except StoreError as err:  # an optimisation: the run itself is complete
+                log.warning("could not merge the GIN indexes' pending lists: %s", err)
             if store.defer_vector_index:
                 store.analyze()  # the KB was filled: plans need fresh statistics
             return report
@@ -352,12 +358,17 @@ class PostgresBackend:
             incomplete = store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
             if repair and (not found.ok or found.pending):
-                # Pending frequencies are a killed build's only when no run holds the
-                # lock: a running build writes them at its end, and a recount meanwhile
-                # would count its rows twice.
+                # Only while no run holds the KB's lock: a running build may write its
+                # pending frequencies at its end (a recount meanwhile would count its rows
+                # twice), and its rows are not a state to repair.
                 with self.db.run_lock(self.kb, wait=False) as idle:
-                    if idle or not found.pending:
+                    if idle:
                         result.reindexed = _repair(store, found)
+                    else:
+                        result.environment.append(
+                            "an index run of this KB is under way: run 'groove doctor "
+                            "--repair' again once it has ended"
+                        )
         except IndexEnvironmentError as err:
             result.environment.append(str(err))
         except IndexDamagedError as err:
@@ -419,7 +430,8 @@ def _check(store: PostgresStore) -> _Found:
         ):
             found.unbuilt.append(
                 f"the KB's vector index ({hnsw}) is missing: the vector leg reads every "
-                "vector until 'groove index' (or doctor --repair) builds it"
+                "vector until 'groove index' (or doctor --repair) builds it (a first index "
+                "still running builds it at its end)"
             )
         if identity is not None:
             found.chunks["chunks without a vector"] = _ids(

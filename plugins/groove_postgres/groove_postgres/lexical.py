@@ -93,7 +93,9 @@ def overlap_witnesses(phrase: str) -> list[str]:
     holds overlapping occurrences exactly when it contains one of these; without them the
     cheaper ``replace`` arithmetic counts every occurrence."""
     size = len(phrase)
-    return [phrase + phrase[n:] for n in range(size - 1, 0, -1) if phrase[:n] == phrase[-n:]]
+    found = [phrase + phrase[n:] for n in range(size - 1, 0, -1) if phrase[:n] == phrase[-n:]]
+    # A witness that contains a shorter one adds nothing (``aaaaa`` holds ``aaaa``).
+    return [w for w in found if not any(o != w and o in w for o in found)]
 
 
 _REGEX_SPECIAL = set("\\^$.|?*+()[]{}")

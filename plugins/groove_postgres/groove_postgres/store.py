@@ -106,8 +106,9 @@ class PostgresStoreError(StoreError):
     """The PostgreSQL index cannot be used as it is; the message says why (never a password)."""
 
 
-def _schema_sql(s: str) -> list[str]:
-    """The DDL, in the schema ``s`` (validated by the settings model as an identifier)."""
+def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
+    """The DDL, in the schema ``s`` (validated by the settings model as an identifier);
+    ``toast_target``: the server's largest whole row (its page size less the headers)."""
     return [
         f"CREATE SCHEMA IF NOT EXISTS {s}",
         f"CREATE TABLE IF NOT EXISTS {s}.info (key text PRIMARY KEY, value text NOT NULL)",
@@ -165,8 +166,8 @@ def _schema_sql(s: str) -> list[str]:
             context_w text NOT NULL,
             content_w text NOT NULL,
             wterms text[] NOT NULL,
-            wtok integer NOT NULL) WITH (toast_tuple_target = 8160)""",
-        # What the lexical legs read stays uncompressed, and in the row up to 8 kB: each
+            wtok integer NOT NULL) WITH (toast_tuple_target = {int(toast_target)})""",
+        # What the lexical legs read stays uncompressed, and in the row up to a page: each
         # matching row is read (and was decompressed, once per reference) to check and
         # count a phrase. The displayed columns may still be compressed.
         f"ALTER TABLE {s}.chunks "
@@ -312,7 +313,10 @@ class Database:
         with self.direct() as conn, conn.transaction():
             if not self.schema_exists(conn):
                 conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SCHEMA,))
-                for statement in _schema_sql(self.s):
+                # The largest row kept whole in its page: 8160 with the usual 8 kB pages.
+                row = conn.execute("SHOW block_size").fetchone()
+                target = (int(row[0]) if row else 8192) - 32
+                for statement in _schema_sql(self.s, target):
                     conn.execute(statement)
                 conn.execute(
                     f"INSERT INTO {self.s}.info(key, value) VALUES ('schema_version', %s) "
@@ -965,10 +969,16 @@ class PostgresStore:
     def finish_statistics(self) -> None:
         """Write a filling build's deferred document frequencies (those of its committed
         transactions) and clear its mark; nothing when none are pending. The end of the
-        run does it (:meth:`end_run`); a build calls it again when its work failed."""
+        run does it (:meth:`end_run`); a build whose work did not call it does it here."""
         if self._run_df is not None:
             with self.transaction() as conn:
                 self._write_run_df(conn)
+
+    def abandon_statistics(self) -> None:
+        """Forget a failed filling build's summed frequencies and leave its mark: after an
+        error, even a commit the client saw fail may have reached the server, so the sum
+        is not to be trusted; the next run recounts them from the rows first."""
+        self._run_df = None
 
     def recover_statistics(self) -> bool:
         """Recount the document frequencies from the stored folded columns and tokens when

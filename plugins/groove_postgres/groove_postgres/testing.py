@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import shlex
 import shutil
 import socket
 import stat
@@ -241,7 +242,10 @@ class EmbeddedPostgres:
                 "60",
                 "-s",
                 *(
-                    ["-o", " ".join(f"-c {k}={v}" for k, v in self.settings.items())]
+                    [
+                        "-o",
+                        " ".join(f"-c {shlex.quote(f'{k}={v}')}" for k, v in self.settings.items()),
+                    ]
                     if self.settings
                     else []
                 ),

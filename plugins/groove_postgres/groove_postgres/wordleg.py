@@ -47,8 +47,9 @@ def overlap_witnesses(tokens: Sequence[str]) -> list[str]:
     """lexical.overlap_witnesses for a phrase of tokens, padded: padded occurrences only
     ever overlap by whole tokens (``a a`` in ``a a a``), never by the padding."""
     size = len(tokens)
-    return [
+    found = [
         padded([*tokens, *tokens[n:]])
         for n in range(size - 1, 0, -1)
         if list(tokens[:n]) == list(tokens[-n:])
     ]
+    return [w for w in found if not any(o != w and o in w for o in found)]

@@ -198,6 +198,27 @@ def _forget(kb: Path) -> None:
     backend.close()
 
 
+def test_doctor_repairs_nothing_while_an_index_run_holds_the_kb(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
+    app = _indexed(kb)
+    store = app.backend.open()
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        conn.execute("UPDATE groove.kbs SET nrow = nrow + 3 WHERE id = %s", (store.kb_id,))
+    backend = app.backend
+    assert isinstance(backend, PostgresBackend)
+    # A run under way owns the KB's rows: --repair says so and leaves them alone.
+    with backend.db.run_lock("notes"):
+        busy = app.doctor(repair=True)
+    assert not busy.repaired
+    assert any("index run of this KB is under way" in e for e in busy.environment)
+    assert any("rows recorded" in p for p in Groove.open(kb).doctor().problems)
+    assert Groove.open(kb).doctor(repair=True).repaired
+    assert Groove.open(kb).doctor().healthy
+
+
 def test_two_concurrent_index_runs_serialise(tmp_path: Path, postgres_dsn: str) -> None:
     kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
     backend = Groove.open(kb).backend

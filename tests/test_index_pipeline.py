@@ -1,0 +1,100 @@
+"""The pipelined indexer (groove_core/indexer.py): one embedding at a time, whatever the
+embedder does on first use, and none left running when a run is interrupted."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groove_core import indexer as indexer_mod
+from groove_core.app import Groove
+from groove_core.testing import make_kb
+
+
+class _LazyDim:
+    """Like Model2VecStatic: ``dim`` is probed with an embedding the first time it is read."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.identity = inner.identity
+        self._dim: int | None = None
+        self.running = 0
+        self.most_at_once = 0
+        self.lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self.embed_documents(["dimension probe"]).shape[1])
+        return self._dim
+
+    def embed_documents(self, texts: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        try:
+            time.sleep(0.2)
+            return self.inner.embed_documents(texts)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)
+
+
+def test_an_embedder_that_probes_its_dimension_never_embeds_twice_at_once(tmp_path: Path) -> None:
+    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
+    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+    lazy = _LazyDim(app.embedder)
+    app.__dict__["embedder"] = lazy
+    app.index()
+    # The dimension is read in the embedding thread, not while the next batch embeds.
+    assert lazy.most_at_once == 1, "two embeddings ran at once"
+
+
+def test_an_interrupted_run_leaves_no_embedding_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
+    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+    release = threading.Event()
+    inner = app.embedder
+
+    class Slow:
+        identity, dim = inner.identity, inner.dim
+
+        def embed_documents(self, texts: Any) -> Any:
+            release.wait(5.0)
+            return inner.embed_documents(texts)
+
+        def embed_query(self, text: str) -> Any:
+            return inner.embed_query(text)
+
+    app.__dict__["embedder"] = Slow()
+    threads: list[threading.Thread] = []
+    real_join = indexer_mod._Batch.join
+    interrupted = False
+
+    def join(self: Any) -> None:
+        nonlocal interrupted
+        if self._thread is not None:
+            threads.append(self._thread)
+        if not interrupted:
+            interrupted = True
+            raise KeyboardInterrupt  # Ctrl-C (or a SIGTERM handler) during the wait
+        real_join(self)
+
+    monkeypatch.setattr(indexer_mod._Batch, "join", join)
+    with pytest.raises(KeyboardInterrupt):
+        app.index()
+    alive = [t for t in threads if t.is_alive()]
+    release.set()
+    # The batch stays in flight until its embedding has ended: the run's finally waits.
+    assert not alive, "an embedding thread outlived the failed run"
