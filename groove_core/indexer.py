@@ -515,7 +515,7 @@ class Indexer:
         """Hand the pending files' chunks to the embedder, in a thread, and write the batch
         embedded before them meanwhile: writing (here, in the store's thread) overlaps the
         next embedding, and a run costs little more than its embedding (docs/benchmarks.md,
-        "Indexing overhead"). One batch is embedded at a time; each is written in one
+        issue #17, "Second round"). One batch is embedded at a time; each is written in one
         transaction, in order."""
         if not self._pending:
             return
