@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from groove_postgres.testing import BILINGUAL, EmbeddedPostgres
 from mcp import Client, StdioServerParameters
 
@@ -103,7 +104,7 @@ def test_every_command_on_postgres(tmp_path: Path, postgres_dsn: str) -> None:
 
 
 def test_watch_reindexes_a_change(tmp_path: Path, postgres_dsn: str) -> None:
-    env = _env(postgres_dsn)
+    env = {**_env(postgres_dsn), "PYTHONFAULTHANDLER": "1"}
     kb = make_kb(tmp_path / "notes", BILINGUAL, config=TOML)
     proc = subprocess.Popen(
         [
@@ -136,7 +137,13 @@ def test_watch_reindexes_a_change(tmp_path: Path, postgres_dsn: str) -> None:
             time.sleep(0.3)
     finally:
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=30)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            # Where every thread stands (PYTHONFAULTHANDLER dumps them on SIGABRT).
+            proc.send_signal(signal.SIGABRT)
+            _, err = proc.communicate(timeout=30)
+            pytest.fail(f"groove watch did not stop within 30 s of SIGINT:\n{err[-6000:]}")
 
 
 def _free_port() -> int:
