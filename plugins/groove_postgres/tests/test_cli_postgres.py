@@ -103,6 +103,10 @@ def test_every_command_on_postgres(tmp_path: Path, postgres_dsn: str) -> None:
     assert hits["results"][0]["path"] == "notes/rust.md"
 
 
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def test_watch_reindexes_a_change(tmp_path: Path, postgres_dsn: str) -> None:
     env = {**_env(postgres_dsn), "PYTHONFAULTHANDLER": "1"}
     kb = make_kb(tmp_path / "notes", BILINGUAL, config=TOML)
@@ -122,6 +126,9 @@ def test_watch_reindexes_a_change(tmp_path: Path, postgres_dsn: str) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # A test run started in the background (a CI job, `cmd &`) has SIGINT ignored,
+        # and a child inherits that: its Python would never raise KeyboardInterrupt.
+        preexec_fn=_default_sigint,
     )
     try:
         deadline = time.monotonic() + 60
