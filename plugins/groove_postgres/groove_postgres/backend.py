@@ -488,35 +488,23 @@ def _check(store: PostgresStore) -> _Found:
             # incomplete meanwhile.
             found.pending = True
             return found
-        wrong_words = conn.execute(
-            f"""WITH r AS (SELECT term, count(*) AS df FROM {s}.chunks, unnest(wterms) term
-                           WHERE kb = %s GROUP BY term),
-                     k AS (SELECT term, df FROM {s}.word_df WHERE kb = %s)
-                SELECT count(*) FROM r FULL JOIN k USING (term) WHERE r.df IS DISTINCT FROM k.df""",
-            (kb, kb),
-        ).fetchone()
-        if wrong_words and int(wrong_words[0]):
-            found.stats.append(
-                f"the word leg's document frequencies disagree with the rows for "
-                f"{int(wrong_words[0])} terms"
-            )
-        wrong_trigrams = conn.execute(
-            f"""WITH t AS (
-                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
-                    FROM {s}.chunks c
-                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
-                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
-                    WHERE c.kb = %s),
-                r AS (SELECT tri, count(*) AS df FROM t GROUP BY tri),
-                k AS (SELECT tri, df FROM {s}.trigram_df WHERE kb = %s)
-                SELECT count(*) FROM r FULL JOIN k USING (tri) WHERE r.df IS DISTINCT FROM k.df""",
-            (kb, kb),
-        ).fetchone()
-        if wrong_trigrams and int(wrong_trigrams[0]):
-            found.stats.append(
-                f"the lexical leg's document frequencies disagree with the rows for "
-                f"{int(wrong_trigrams[0])} trigrams"
-            )
+        counted = store.counted_frequencies()
+        for table, key, leg, unit in (
+            ("word_df", "term", "word leg's", "terms"),
+            ("trigram_df", "tri", "lexical leg's", "trigrams"),
+        ):
+            wrong = conn.execute(
+                f"""WITH r AS ({counted[table]}),
+                         k AS (SELECT {key}, df FROM {s}.{table} WHERE kb = %s)
+                    SELECT count(*) FROM r FULL JOIN k USING ({key})
+                    WHERE r.df IS DISTINCT FROM k.df""",
+                (kb, kb),
+            ).fetchone()
+            if wrong and int(wrong[0]):
+                found.stats.append(
+                    f"the {leg} document frequencies disagree with the rows for "
+                    f"{int(wrong[0])} {unit}"
+                )
     return found
 
 

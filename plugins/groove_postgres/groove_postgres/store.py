@@ -990,27 +990,33 @@ class PostgresStore:
             self.recount_frequencies(conn)
         return True
 
+    def counted_frequencies(self) -> dict[str, str]:
+        """Per table (``word_df``, ``trigram_df``): SQL giving (key, df) counted from the
+        KB's rows, one parameter (the KB id). What a recount writes and doctor compares."""
+        s = self._s
+        return {
+            "word_df": f"SELECT term, count(*) AS df FROM {s}.chunks, unnest(wterms) term "
+            "WHERE kb = %s GROUP BY term",
+            "trigram_df": f"""SELECT tri, count(*) AS df FROM (
+                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
+                    FROM {s}.chunks c
+                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
+                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
+                    WHERE c.kb = %s) t GROUP BY tri""",
+        }
+
     def recount_frequencies(self, conn: psycopg.Connection[Any]) -> None:
         """Replace the KB's trigram and word document frequencies by counts of its rows,
         and clear a filling build's mark (``doctor --repair``, :meth:`recover_statistics`)."""
         kb = self.kb_id
-        conn.execute(f"DELETE FROM {self._s}.word_df WHERE kb = %s", (kb,))
-        conn.execute(
-            f"INSERT INTO {self._s}.word_df(kb, term, df) SELECT %s, term, count(*) "
-            f"FROM {self._s}.chunks, unnest(wterms) term WHERE kb = %s GROUP BY term",
-            (kb, kb),
-        )
-        conn.execute(f"DELETE FROM {self._s}.trigram_df WHERE kb = %s", (kb,))
-        conn.execute(
-            f"""INSERT INTO {self._s}.trigram_df(kb, tri, df)
-                SELECT %s, tri, count(*) FROM (
-                    SELECT DISTINCT c.id, substr(col, i, 3) AS tri
-                    FROM {self._s}.chunks c
-                    CROSS JOIN LATERAL unnest(ARRAY[c.heading_n, c.context_n, c.content_n]) col
-                    CROSS JOIN LATERAL generate_series(1, length(col) - 2) i
-                    WHERE c.kb = %s) t GROUP BY tri""",
-            (kb, kb),
-        )
+        for table, counted in self.counted_frequencies().items():
+            key = "term" if table == "word_df" else "tri"
+            conn.execute(f"DELETE FROM {self._s}.{table} WHERE kb = %s", (kb,))
+            conn.execute(
+                f"INSERT INTO {self._s}.{table}(kb, {key}, df) "
+                f"SELECT %s, {key}, df FROM ({counted}) c",
+                (kb, kb),
+            )
         self._delete_meta(conn, STATS_PENDING_KEY)
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
