@@ -44,8 +44,8 @@ def _groove(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
 
 
-def prepare(evaldata: Path, work: Path, collection: str) -> Path:
-    """A scratch copy of the collection (docs + golden files), indexed."""
+def scratch_copy(evaldata: Path, work: Path, collection: str) -> Path:
+    """The collection's docs (copied once) and golden files under ``work``."""
     target = work / collection
     source = evaldata / collection
     if not (target / "docs").exists():
@@ -53,6 +53,12 @@ def prepare(evaldata: Path, work: Path, collection: str) -> Path:
         shutil.copytree(source / "docs", target / "docs")
     for golden in source.glob("golden*.jsonl"):
         shutil.copy2(golden, target / golden.name)
+    return target
+
+
+def prepare(evaldata: Path, work: Path, collection: str) -> Path:
+    """A scratch copy of the collection (docs + golden files), indexed."""
+    target = scratch_copy(evaldata, work, collection)
     started = time.perf_counter()
     out = _groove("index", str(target))
     print(f"indexed {collection} in {time.perf_counter() - started:.0f} s: {out.stdout.strip()}")

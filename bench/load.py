@@ -88,7 +88,9 @@ def writer(kb: Path, until: float) -> int:
     return runs
 
 
-async def main_async(kb: Path, clients: int, seconds: float, readers: int | None = None) -> None:
+def start_http_server(kb: Path, readers: int | None) -> tuple[subprocess.Popen[bytes], str]:
+    """``groove serve --transport http`` on a free loopback port: the process and its MCP
+    URL (the caller terminates it)."""
     port = free_port()
     command = ["serve", "--kb", str(kb), "--transport", "http", "--port", str(port)]
     if readers is not None:
@@ -99,7 +101,11 @@ async def main_async(kb: Path, clients: int, seconds: float, readers: int | None
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    url = f"http://127.0.0.1:{port}/mcp"
+    return server, f"http://127.0.0.1:{port}/mcp"
+
+
+async def main_async(kb: Path, clients: int, seconds: float, readers: int | None = None) -> None:
+    server, url = start_http_server(kb, readers)
     try:
         for _ in range(100):
             try:

@@ -38,10 +38,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
-from load import client_loop, free_port
+from load import client_loop, start_http_server
 from mcp import Client
 from pg_common import (
-    ENV,
     ROOT,
     cpu_seconds,
     create_database,
@@ -90,17 +89,7 @@ async def phase(
     kb: Path, qs: list[str], clients: int, seconds: float, readers: int | None, pg: Any
 ) -> dict[str, Any]:
     """One backend's load window: the serve process is started and stopped here."""
-    port = free_port()
-    command = ["serve", "--kb", str(kb), "--transport", "http", "--port", str(port)]
-    if readers is not None:
-        command += ["--readers", str(readers)]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "groove_core", *command, "--log-level", "warning"],
-        env=ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}/mcp"
+    server, url = start_http_server(kb, readers)
     try:
         await wait_ready(url, server)
         # Warm-up: every reader opens its connection (and SQLite's its vector matrix).

@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shutil
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from eval_collections import scratch_copy
 from pg_common import (
     ENV,
     ROOT,
@@ -62,13 +62,7 @@ LIMIT = 10
 
 def prepare(evaldata: Path, work: Path, collection: str) -> Path:
     """A scratch copy of the collection on SQLite, indexed (reused when already there)."""
-    target = work / collection
-    source = evaldata / collection
-    if not (target / "docs").exists():
-        target.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(source / "docs", target / "docs")
-    for golden in source.glob("golden*.jsonl"):
-        shutil.copy2(golden, target / golden.name)
+    target = scratch_copy(evaldata, work, collection)
     use_backend(target, "", "sqlite")
     started = time.perf_counter()
     report = json.loads(groove("index", str(target), "--json", "--quiet").stdout)
