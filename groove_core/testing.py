@@ -14,6 +14,7 @@ of its stage (see docs/plugins.md); they raise AssertionError naming what broke.
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
@@ -314,3 +315,41 @@ def wait_until_listening(proc: Any, port: int, timeout: float = 30.0) -> None:
             if time.monotonic() > deadline:
                 raise AssertionError(f"nothing listened on port {port} in {timeout} s") from None
             time.sleep(0.1)
+
+
+class WatchedEmbedder:
+    """Wraps an embedder for tests of the indexer's embedding thread: counts its calls and
+    how many run at once, notes their threads, signals the start of each (``started[n]``
+    for call ``n``), and pauses ``pause`` seconds in each so that calls can overlap."""
+
+    def __init__(self, inner: Any, pause: float = 0.02) -> None:
+        self.inner = inner
+        self.identity = inner.identity
+        self.pause = pause
+        self.running = 0
+        self.most_at_once = 0
+        self.threads: set[str] = set()
+        self.calls = 0
+        self.started = [threading.Event() for _ in range(64)]
+        self.lock = threading.Lock()
+
+    @property
+    def dim(self) -> int:
+        return int(self.inner.dim)
+
+    def embed_documents(self, texts: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+            call, self.calls = self.calls, self.calls + 1
+        self.threads.add(threading.current_thread().name)
+        self.started[call].set()
+        try:
+            time.sleep(self.pause)
+            return self.inner.embed_documents(texts)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+    def embed_query(self, text: str) -> Any:
+        return self.inner.embed_query(text)

@@ -4,7 +4,6 @@ embedder does on first use, and none left running when a run is interrupted."""
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -12,39 +11,21 @@ import pytest
 
 from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
-from groove_core.testing import make_kb
+from groove_core.testing import WatchedEmbedder, make_kb
 
 
-class _LazyDim:
+class _LazyDim(WatchedEmbedder):
     """Like Model2VecStatic: ``dim`` is probed with an embedding the first time it is read."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.identity = inner.identity
+        super().__init__(inner, pause=0.2)
         self._dim: int | None = None
-        self.running = 0
-        self.most_at_once = 0
-        self.lock = threading.Lock()
 
     @property
     def dim(self) -> int:
         if self._dim is None:
             self._dim = int(self.embed_documents(["dimension probe"]).shape[1])
         return self._dim
-
-    def embed_documents(self, texts: Any) -> Any:
-        with self.lock:
-            self.running += 1
-            self.most_at_once = max(self.most_at_once, self.running)
-        try:
-            time.sleep(0.2)
-            return self.inner.embed_documents(texts)
-        finally:
-            with self.lock:
-                self.running -= 1
-
-    def embed_query(self, text: str) -> Any:
-        return self.inner.embed_query(text)
 
 
 def test_an_embedder_that_probes_its_dimension_never_embeds_twice_at_once(tmp_path: Path) -> None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +12,7 @@ import pytest
 from groove_core.app import Groove
 from groove_core.indexer import IndexProgress
 from groove_core.store import SCHEMA_VERSION, Store, StoreError
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import WatchedEmbedder, make_kb, open_kb
 
 
 def _consistent(store: Store) -> None:
@@ -177,46 +176,13 @@ def test_corrupt_index_file_is_a_clear_error(notes_kb: Path) -> None:
     assert app.index(rebuild=True).documents_total == 4
 
 
-class _WatchedEmbedder:
-    """Wraps an embedder: records how many of its calls run at once, in which threads,
-    and signals the start of each call (docs/benchmarks.md, "Indexing overhead": a batch
-    is written while the next one is embedded)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.identity, self.dim = inner.identity, inner.dim
-        self.running = 0
-        self.most_at_once = 0
-        self.threads: set[str] = set()
-        self.calls = 0
-        self.started = [threading.Event() for _ in range(64)]
-        self.lock = threading.Lock()
-
-    def embed_documents(self, texts: Any) -> Any:
-        with self.lock:
-            self.running += 1
-            self.most_at_once = max(self.most_at_once, self.running)
-            call, self.calls = self.calls, self.calls + 1
-        self.threads.add(threading.current_thread().name)
-        self.started[call].set()
-        try:
-            time.sleep(0.02)
-            return self.inner.embed_documents(texts)
-        finally:
-            with self.lock:
-                self.running -= 1
-
-    def embed_query(self, text: str) -> Any:
-        return self.inner.embed_query(text)
-
-
 def test_a_batch_is_written_while_the_next_one_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i} of a pipelined run.\n" for i in range(24)}
     kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
     app = Groove.open(kb)
-    watched = _WatchedEmbedder(app.embedder)
+    watched = WatchedEmbedder(app.embedder)
     app.__dict__["embedder"] = watched
     overlapped: list[bool] = []
     writers: set[str] = set()
@@ -253,7 +219,7 @@ def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
     inner = app.embedder
     calls = 0
 
-    class Failing(_WatchedEmbedder):
+    class Failing(WatchedEmbedder):
         def embed_documents(self, texts: Any) -> Any:
             nonlocal calls
             calls += 1
