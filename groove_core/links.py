@@ -36,6 +36,7 @@ __all__ = [
     "insert_rows",
     "migrate_add_links_table",
     "outgoing",
+    "resolved",
 ]
 
 #: Links recorded per document; more are dropped (a generated index page can hold
@@ -206,8 +207,15 @@ def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[OutgoingLink], in
     ).fetchall()
     if not rows:
         return [], total
-    markdown, wiki = _resolver(conn)
-    out = [
+    return resolved(rows, *_resolver(conn)), total
+
+
+def resolved(
+    rows: Iterable[Sequence[Any]], markdown: dict[str, str], wiki: dict[str, str]
+) -> list[OutgoingLink]:
+    """Stored (kind, target, key, line) link rows as outgoing links, each with the indexed
+    path it resolves to (``resolver``'s maps), or None."""
+    return [
         OutgoingLink(
             target=str(target),
             kind=str(kind),
@@ -216,7 +224,6 @@ def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[OutgoingLink], in
         )
         for kind, target, key, line in rows
     ]
-    return out, total
 
 
 _BACKLINKS_WHERE = (

@@ -45,7 +45,6 @@ from groove_core.rows import (
     DocumentChunkRow,
     DocumentRow,
     Links,
-    OutgoingLink,
     chunk_row,
     document_chunk_row,
 )
@@ -1432,15 +1431,7 @@ class PostgresStore:
                 ).fetchall()
             ]
         markdown, wiki = core_links.resolver(paths)
-        outgoing = tuple(
-            OutgoingLink(
-                target=str(target),
-                kind=str(kind),
-                path=(markdown if kind == "link" else wiki).get(str(key)),
-                line=int(line),
-            )
-            for kind, target, key, line in rows
-        )
+        outgoing = tuple(core_links.resolved(rows, markdown, wiki))
         backlinks = [
             Backlink(path=str(src), kind=str(kind), target=str(target), line=int(line))
             for src, kind, target, key, line in back
