@@ -1077,13 +1077,13 @@ class PostgresStore:
         # An OR of every phrase's LIKE over the whole table, with each phrase re-tested
         # on every candidate row, cost ~100x SQLite's search (docs/benchmarks.md, issue #17).
         branch = (
-            "SELECT {i} AS i, id, ntok, {t}, "
-            "%s * {h} + %s * {x} + %s * {c} AS f "
+            "SELECT {i} AS i, id, ntok AS len, {t}, "
+            "%s * {h} + %s * {x} + %s * {c} AS f, 1 AS n "
             f"FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
         )
         keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
         branches: list[str] = []
-        params: list[Any] = [self.kb_id]
+        params: list[Any] = []
         for i, phrase in enumerate(pos, start=1):
             witnesses = lexical.overlap_witnesses(phrase)
             branches.append(
@@ -1100,32 +1100,7 @@ class PostgresStore:
                 params.append(float(weights[column]))
                 params += _count_params(phrase, witnesses)
             params += [self.kb_id, lexical.like_pattern(phrase)]
-        only = "AND h.id = ANY(%s)" if allowed is not None else ""
-        sql = f"""
-            WITH stats AS (
-                SELECT nrow::float8 AS n, ntok::float8 / greatest(nrow, 1) AS avgdl
-                FROM {self._s}.kbs WHERE id = %s),
-            hits AS MATERIALIZED ({" UNION ALL ".join(branches)}),
-            idf AS MATERIALIZED (
-                SELECT h.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
-                FROM (SELECT i, count(*)::float8 AS n FROM hits GROUP BY i) h
-                CROSS JOIN stats s)
-            SELECT h.id, -sum(
-                CASE WHEN h.f > 0
-                THEN idf.idf * (h.f * {lexical.K1 + 1}) /
-                     (h.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * h.ntok / s.avgdl))
-                ELSE 0 END ORDER BY h.i) AS score
-            FROM hits h JOIN idf USING (i) CROSS JOIN stats s
-            WHERE h.ok {only}
-            GROUP BY h.id
-            ORDER BY score, h.id
-            LIMIT %s"""
-        if allowed is not None:
-            params.append(sorted(allowed))
-        params.append(limit)
-        with self._conn() as conn:
-            rows = conn.execute(sql, params).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
+        return self._bm25(branches, params, "ntok", limit, allowed)
 
     def fts_ids(self, expr: str) -> frozenset[int]:
         """Every chunk id an expression matches (the exclusion scan, ADR-0011)."""
@@ -1181,13 +1156,15 @@ class PostgresStore:
         tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]
         if not tokens or limit <= 0 or (allowed is not None and not allowed):
             return []
-        # As the trigram leg: one GIN lookup per term, counted only where it occurs.
+        # As the trigram leg: one GIN lookup per term, counted only where it occurs (a
+        # phrase of tokens may hold them all and not side by side: n = 0, no match).
         branch = (
-            "SELECT {i} AS i, id, wtok, {h} AS h, {x} AS x, {c} AS t "
-            f"FROM {self._s}.chunks WHERE kb = %s AND wterms @> %s::text[]"
+            "SELECT i, id, len, true AS ok, %s * h + %s * x + %s * t AS f, h + x + t AS n "
+            "FROM (SELECT {i} AS i, id, wtok AS len, {h} AS h, {x} AS x, {c} AS t "
+            f"FROM {self._s}.chunks WHERE kb = %s AND wterms @> %s::text[]) b"
         )
         branches: list[str] = []
-        params: list[Any] = [self.kb_id]
+        params: list[Any] = []
         for i, term in enumerate(tokens, start=1):
             pattern = wordleg.padded(term)
             witnesses = wordleg.overlap_witnesses(term)
@@ -1199,36 +1176,52 @@ class PostgresStore:
                     c=_count_literal("content_w", pattern, witnesses),
                 )
             )
+            params += [float(w) for w in weights]
             params += _count_params(pattern, witnesses) * 3
             params += [self.kb_id, sorted(set(term))]
-        params += [float(w) for w in weights]
-        only = "AND f.id = ANY(%s)" if allowed is not None else ""
+        return self._bm25(branches, params, "wtok", limit, allowed)
+
+    def _bm25(
+        self,
+        branches: Sequence[str],
+        params: Sequence[Any],
+        tokens: str,
+        limit: int,
+        allowed: frozenset[int] | None,
+    ) -> list[tuple[int, float]]:
+        """FTS5's bm25 over the rows the branches return, one branch per query phrase,
+        each row ``(i, id, len, ok, f, n)``: phrase number, chunk, its length in tokens,
+        whether it may be returned (exclusions), its weighted phrase frequency, and
+        whether the phrase occurs in it (``n > 0``: the phrase's document frequency counts
+        it). ``tokens``: the KB's total of lengths in ``kbs`` (``ntok`` or ``wtok``).
+        (chunk id, bm25) best first, bm25 negative, ties by id."""
+        only = "AND h.id = ANY(%s)" if allowed is not None else ""
         sql = f"""
             WITH stats AS (
-                SELECT nrow::float8 AS n, wtok::float8 / greatest(nrow, 1) AS avgdl
+                SELECT nrow::float8 AS n, {tokens}::float8 / greatest(nrow, 1) AS avgdl
                 FROM {self._s}.kbs WHERE id = %s),
-            tf AS MATERIALIZED (
-                SELECT * FROM ({" UNION ALL ".join(branches)}) b WHERE h + x + t > 0),
-            idf AS (
+            hits AS MATERIALIZED (
+                SELECT * FROM ({" UNION ALL ".join(branches)}) b WHERE b.n > 0),
+            idf AS MATERIALIZED (
                 SELECT h.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
-                FROM (SELECT i, count(*)::float8 AS n FROM tf GROUP BY i) h CROSS JOIN stats s),
-            f AS (
-                SELECT id, wtok, i, %s * h + %s * x + %s * t AS f FROM tf)
-            SELECT f.id, -sum(
-                CASE WHEN f.f > 0
-                THEN idf.idf * (f.f * {lexical.K1 + 1}) /
-                     (f.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * f.wtok / s.avgdl))
-                ELSE 0 END ORDER BY f.i) AS score
-            FROM f JOIN idf USING (i) CROSS JOIN stats s
-            WHERE true {only}
-            GROUP BY f.id
-            ORDER BY score, f.id
+                FROM (SELECT i, count(*)::float8 AS n FROM hits GROUP BY i) h
+                CROSS JOIN stats s)
+            SELECT h.id, -sum(
+                CASE WHEN h.f > 0
+                THEN idf.idf * (h.f * {lexical.K1 + 1}) /
+                     (h.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * h.len / s.avgdl))
+                ELSE 0 END ORDER BY h.i) AS score
+            FROM hits h JOIN idf USING (i) CROSS JOIN stats s
+            WHERE h.ok {only}
+            GROUP BY h.id
+            ORDER BY score, h.id
             LIMIT %s"""
+        values = [self.kb_id, *params]
         if allowed is not None:
-            params.append(sorted(allowed))
-        params.append(limit)
+            values.append(sorted(allowed))
+        values.append(limit)
         with self._conn() as conn:
-            rows = conn.execute(sql, params).fetchall()
+            rows = conn.execute(sql, values).fetchall()
         return [(int(r[0]), float(r[1])) for r in rows]
 
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
