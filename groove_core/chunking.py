@@ -138,8 +138,10 @@ def _heading_budget(state: StateBlock, start_line: int, end_line: int, silent: b
 
 
 _LINE_BREAK = re.compile(r"\r\n?|\n")
-# A trailing VitePress/markdown-it-attrs anchor, `{#id}` or `{#id .class}`, not escaped.
-_ANCHOR = re.compile(r"\s*(?<!\\)\{#[^{}]*\}\s*$")
+# A trailing VitePress/markdown-it-attrs anchor, `{#id}` or `{#id .class}`, not escaped. Only
+# ever matched at the last `{#` of a line (see _strip_anchor): a search for it from every
+# position is quadratic in a run of spaces (`"# h" + " " * 100_000 + "x"` took 53 s).
+_ANCHOR = re.compile(r"\{#[^{}]*\}")
 _TAG_SPLIT = re.compile(r"[,\s]+")
 _TAG_KEYS = ("tags", "tag", "keywords")
 # Heading text longer than this is not a heading anyone reads; the cap keeps a multi-megabyte
@@ -356,10 +358,21 @@ def _sections(tokens: Sequence[Token], body_line: int, line_count: int) -> list[
 
 def _heading_text(source: str) -> str:
     """Heading source -> plain text: anchor stripped, inline markup flattened, spaces folded."""
-    source = _ANCHOR.sub("", source)[:_MAX_HEADING_CHARS]
+    source = _strip_anchor(source)[:_MAX_HEADING_CHARS]
     inline = _parsers()[1].parseInline(source)
     flat = _flatten(inline[0].children or []) if inline else source
-    return _ANCHOR.sub("", " ".join(flat.split()))
+    return _strip_anchor(" ".join(flat.split()))
+
+
+def _strip_anchor(text: str) -> str:
+    """``text`` without a trailing ``{#id}`` anchor and the spaces around it; linear time."""
+    body = text.rstrip()
+    start = body.rfind("{#")
+    if start < 0 or (start and body[start - 1] == "\\"):
+        return text
+    if not _ANCHOR.fullmatch(body, start):
+        return text
+    return body[:start].rstrip()
 
 
 def _flatten(tokens: Sequence[Token]) -> str:

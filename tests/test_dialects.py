@@ -10,9 +10,11 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from evaldata import collection
-from groove_core.chunking import ParsedDocument, parse_markdown
+from groove_core.chunking import ParsedDocument, _strip_anchor, parse_markdown
 from groove_core.dialects import COMMONMARK, DOCS, OBSIDIAN, Markup, clean, markup_for
 from groove_core.testing import cost_ratio, make_kb, open_kb
 
@@ -223,6 +225,44 @@ def test_one_hostile_line_costs_about_as_much_as_prose(kind: str) -> None:
             repeat=2,
         )
     assert ratio < 20, ratio
+
+
+_HOSTILE_HEADINGS = {
+    "spaces": "# h" + " " * _HOSTILE_SIZE + "x\n",
+    "tabs": "# h" + "\t" * _HOSTILE_SIZE + "x\n",
+    "wide-spaces": "# h" + " \t\u3000" * (_HOSTILE_SIZE // 3) + "x\n",
+    "anchor-openers": "# h" + " {#a" * (_HOSTILE_SIZE // 4) + "\n",
+    "spaces-then-anchor": "# h" + " " * _HOSTILE_SIZE + "{#id}\n",
+    "setext": "h" + " " * _HOSTILE_SIZE + "x\n===\n",
+    "closing-hashes": "# h" + " #" * (_HOSTILE_SIZE // 2) + "\n",
+}
+
+
+@pytest.mark.parametrize(
+    "markup", [COMMONMARK, DOCS, OBSIDIAN], ids=["commonmark", "docs", "obsidian"]
+)
+@pytest.mark.parametrize("kind", sorted(_HOSTILE_HEADINGS))
+def test_one_long_heading_costs_about_as_much_as_prose(kind: str, markup: Markup) -> None:
+    # The heading's anchor was searched for from every position of a run of spaces: 100 KB
+    # of spaces in one heading took 53 s, 1 MB about an hour and a half, in every dialect.
+    # The heading is parsed in time linear in its length now (these read 1-2x).
+    heading = _HOSTILE_HEADINGS[kind]
+    prose = ("Some prose with `code` and words, as notes have. " * 5000)[: len(heading)]
+    with _deadline(30):
+        ratio = cost_ratio(
+            lambda: parse_markdown(heading, fallback_title="t", max_chunks=5000, markup=markup),
+            lambda: parse_markdown(prose, fallback_title="t", max_chunks=5000, markup=markup),
+            rounds=3,
+            repeat=2,
+        )
+    assert ratio < 4, ratio
+
+
+@settings(max_examples=2000, deadline=None)
+@given(st.text(alphabet=" \t\u3000{}#\\ax", max_size=24))
+def test_the_anchor_is_stripped_as_the_backtracking_pattern_did(heading: str) -> None:
+    # What was stripped is kept: the quadratic pattern, searched from every position.
+    assert _strip_anchor(heading) == re.sub(r"\s*(?<!\\)\{#[^{}]*\}\s*$", "", heading)
 
 
 def test_mdx_files_are_indexed_and_clean_in_search(tmp_path: Path) -> None:
