@@ -39,6 +39,57 @@ class Embedder(Protocol):
         """(dim,) float32."""
 
 
+def checked_vectors(
+    vectors: Any,
+    count: int,
+    dim: int,
+    identity: str,
+    label: Callable[[int], str] | None = None,
+) -> np.ndarray:
+    """``vectors`` as a (count, dim) float32 matrix of finite numbers, or an EmbedderError.
+
+    Every vector enters the index or a search through here, whatever embedder made it: a
+    model server that answered NaN once had its vectors stored, and every later search of
+    that KB failed. A value too large for float32 becomes infinite here and is refused too.
+    ``label(row)`` names a text in the message (a file and chunk).
+    """
+    import numpy as np
+
+    try:
+        with np.errstate(over="ignore"):  # what overflows float32 is refused below
+            matrix = np.asarray(vectors, dtype=np.float32)
+    except (TypeError, ValueError) as err:
+        raise EmbedderError(
+            f"the embedder {identity} returned something not a vector: {err}"
+        ) from None
+    if matrix.ndim != 2 or matrix.shape != (count, dim):
+        got = "x".join(str(n) for n in matrix.shape) or "a scalar"
+        raise EmbedderError(
+            f"the embedder {identity} returned a {got} array for {_texts(count)} "
+            f"(expected {count}x{dim}): nothing of it was stored"
+        )
+    bad = np.flatnonzero(~np.isfinite(matrix).all(axis=1))
+    if len(bad):
+        first = f" (the first: {label(int(bad[0]))})" if label is not None else ""
+        raise EmbedderError(
+            f"the embedder {identity} returned NaN or infinite values for {len(bad)} of "
+            f"{_texts(count)}{first}: nothing of them was stored (check the model or its server)"
+        )
+    return matrix
+
+
+def _texts(count: int) -> str:
+    return "1 text" if count == 1 else f"{count} texts"
+
+
+def zero_rows(matrix: np.ndarray) -> list[int]:
+    """Rows of ``matrix`` that are all zeros: such a vector is equally far from every query
+    direction, so the chunk can be found by its words only."""
+    import numpy as np
+
+    return [int(i) for i in np.flatnonzero(~matrix.any(axis=1))]
+
+
 @dataclass(frozen=True)
 class EmbedderSpec:
     """A named embedder factory contributed through ``groove_embedders``."""

@@ -28,12 +28,15 @@ from groove_core.config import (
     index_path,
 )
 from groove_core.dialects import markup_for
-from groove_core.embedding import Embedder
+from groove_core.embedding import Embedder, checked_vectors, zero_rows
 from groove_core.filters import GlobError, compile_glob, path_matches
 from groove_core.storage import IndexStore
 from groove_core.store import DocState, NewDocument
 
 #: Folders never indexed, wherever they are.
+#: The warning for a chunk whose vector is all zeros: it is stored (it is a vector), but no
+#: query comes nearer to it than to any other, so only its words can find it.
+ZERO_VECTOR = "the embedder returned a zero vector (findable by its words only)"
 ALWAYS_IGNORED_DIRS = frozenset({".git", "node_modules", ".hg", ".svn", "__pycache__", ".venv"})
 
 
@@ -360,6 +363,9 @@ def reembed(
     done, after = 0, 0
     while rows := store.chunk_texts(after, batch_size):
         vectors = embedder.embed_documents([_text(ctx, content) for _, ctx, content in rows])
+        vectors = checked_vectors(
+            vectors, len(rows), embedder.dim, embedder.identity, lambda i: f"chunk #{rows[i][0]}"
+        )
         store.bind_embedder(embedder.identity, embedder.dim)
         store.write_vectors([r[0] for r in rows], vectors)
         done, after = done + len(rows), rows[-1][0]
@@ -551,6 +557,9 @@ class Indexer:
         # dimension, and the next batch is embedding now.
         self.store.bind_embedder(batch.identity, batch.dim)
         self.store.write_documents([doc for doc, _ in batch.docs], vectors)
+        for row in batch.zeros:
+            path, number = batch.chunk(row)
+            self.report.warnings.append((path, f"{ZERO_VECTOR} for chunk {number}"))
         for _doc, is_new in batch.docs:
             if is_new:
                 self.report.added += 1
@@ -571,6 +580,7 @@ class _Batch:
         self.seconds = 0.0
         self.identity = ""
         self.dim = 0
+        self.zeros: list[int] = []  # rows whose vector is all zeros
         self._vectors: Any = None
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
@@ -587,15 +597,29 @@ class _Batch:
                     for i in range(0, len(texts), batch_size)
                 ]
                 self.identity, self.dim = embedder.identity, embedder.dim
-                self._vectors = (
-                    np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+                vectors = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+                self._vectors = checked_vectors(
+                    vectors, len(texts), self.dim, self.identity, self.label
                 )
+                self.zeros = zero_rows(self._vectors)
             except BaseException as err:  # handed to the thread that waits
                 self._error = err
             self.seconds = time.perf_counter() - started
 
         self._thread = threading.Thread(target=work, name="groove-index-embed", daemon=True)
         self._thread.start()
+
+    def chunk(self, row: int) -> tuple[str, int]:
+        """The file and the chunk (numbered from 1) of the ``row``-th text."""
+        for doc, _ in self.docs:
+            if row < len(doc.chunks):
+                return doc.path, row + 1
+            row -= len(doc.chunks)
+        raise IndexError(row)
+
+    def label(self, row: int) -> str:
+        path, number = self.chunk(row)
+        return f"{path}, chunk {number}"
 
     def join(self) -> None:
         """Wait for the embedding to end (its result or error is dropped)."""

@@ -10,6 +10,7 @@ import numpy as np
 
 from groove_core.config import MAX_LIMIT
 from groove_core.context import QueryContext
+from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
 from groove_core.models import LegResult, SearchFilters, SearchHit, SearchResponse
@@ -34,7 +35,11 @@ class _Memo:
 
     def __call__(self) -> np.ndarray:
         if self._vector is None:
-            self._vector = self._embedder.embed_query(self._text)
+            embedder = self._embedder
+            vector = embedder.embed_query(self._text)
+            shape = (1, embedder.dim)
+            checked = checked_vectors(np.reshape(vector, (1, -1)), *shape, embedder.identity)
+            self._vector = checked[0]
         return self._vector
 
 

@@ -13,6 +13,7 @@ fully new; WAL lets searches run while an index run writes.
 from __future__ import annotations
 
 import json
+import math
 import os
 import threading
 import time
@@ -1021,7 +1022,10 @@ class Store:
                 (blob, k, json.dumps(sorted(allowed))),
             )
         # vec0 allows ordering by distance only; ties are broken by id here, as the matrix does.
-        return sorted(((int(r[0]), float(r[1])) for r in rows), key=lambda r: (r[1], r[0]))
+        # A vector with NaN in it (stored before vectors were checked) has no distance: it is
+        # left out, as the matrix leaves it out, and doctor reports it.
+        found = [(int(r[0]), float(r[1])) for r in rows if r[1] is not None]
+        return sorted(((i, d) for i, d in found if math.isfinite(d)), key=lambda r: (r[1], r[0]))
 
     def _vector_matrix(self) -> _VectorMatrix | None:
         """The in-memory matrix for large indexes; None for small ones. Checked again when
@@ -1181,6 +1185,8 @@ class Consistency:
     word_orphans: frozenset[int] = frozenset()  # word-leg rows without a chunk
     chunks_without_word: frozenset[int] = frozenset()
     link_orphans: frozenset[int] = frozenset()  # document ids in links without a document
+    #: Chunks whose vector holds NaN or infinity: no query has a distance to them.
+    unusable_vectors: frozenset[int] = frozenset()
 
     @property
     def ok(self) -> bool:
@@ -1194,6 +1200,7 @@ class Consistency:
             or self.word_orphans
             or self.chunks_without_word
             or self.link_orphans
+            or self.unusable_vectors
         )
 
 
@@ -1222,6 +1229,7 @@ def check_consistency(store: Store) -> Consistency:
         link_orphans = _ids(
             conn, "SELECT DISTINCT doc_id FROM links WHERE doc_id NOT IN (SELECT id FROM documents)"
         )
+        unusable = _unusable_vectors(conn) if store.has_vectors() else empty
     except sqlite_errors() as err:
         bucket = environment if error_kind(err) == "environment" else problems
         bucket.append(f"reading the index failed: {err}")
@@ -1237,7 +1245,20 @@ def check_consistency(store: Store) -> Consistency:
         word_orphans=word - chunks,
         chunks_without_word=chunks - word,
         link_orphans=link_orphans,
+        unusable_vectors=unusable,
     )
+
+
+def _unusable_vectors(conn: Any, batch: int = 4096) -> frozenset[int]:
+    """Chunks whose stored vector is not all finite numbers, read a batch at a time."""
+    found: list[int] = []
+    rows = conn.execute("SELECT chunk_id, embedding FROM vec_chunks")
+    while part := rows.fetchmany(batch):
+        ids = np.fromiter((int(r[0]) for r in part), dtype=np.int64, count=len(part))
+        matrix = np.frombuffer(b"".join(bytes(r[1]) for r in part), dtype=np.float32)
+        finite = np.isfinite(matrix.reshape(len(part), -1)).all(axis=1)
+        found += ids[~finite].tolist()
+    return frozenset(found)
 
 
 def _ids(conn: Any, sql: str) -> frozenset[int]:
@@ -1261,7 +1282,12 @@ def _fts_self_check(conn: Any, table: str, problems: list[str], environment: lis
 def repair_rows(store: Store, found: Consistency) -> list[str]:
     """Drop orphan rows and forget documents whose rows disagree, so the next index run
     re-embeds exactly those documents. Returns the paths it forgot."""
-    damaged = found.chunks_without_fts | found.chunks_without_vec | found.chunks_without_word
+    damaged = (
+        found.chunks_without_fts
+        | found.chunks_without_vec
+        | found.chunks_without_word
+        | found.unusable_vectors
+    )
     lexical = (
         found.fts_orphans
         | found.word_orphans

@@ -34,7 +34,7 @@ def copy_documents(
 ) -> int:
     """Write every document of ``source`` whose chunks all have vectors into ``target``
     (which must hold no other embedder's vectors); returns how many were copied. A document
-    with a chunk lacking a vector is left for the indexer, which re-embeds it."""
+    with a chunk lacking a usable vector is left for the indexer, which re-embeds it."""
     recorded = source.embedder_identity()
     if recorded is None:
         return 0  # nothing embedded yet: nothing worth copying
@@ -71,7 +71,8 @@ def _copy_batch(
         ids = [c.chunk_id for c in source.document_chunks(doc.doc_id)]
         rows = source.chunk_rows(ids)
         stored = source.embeddings(ids)
-        if any(i not in stored or i not in rows for i in ids):
+        # A vector with NaN in it (stored before vectors were checked) is no vector at all.
+        if any(i not in stored or i not in rows or not np.isfinite(stored[i]).all() for i in ids):
             continue
         state = states[doc.path]
         chunks = tuple(

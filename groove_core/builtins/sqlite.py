@@ -190,6 +190,7 @@ def _describe(found: Consistency) -> list[str]:
         ("word-leg rows without a chunk", found.word_orphans),
         ("chunks without a word-leg row", found.chunks_without_word),
         ("links of documents no longer indexed", found.link_orphans),
+        ("chunks whose vector holds NaN or infinity", found.unusable_vectors),
     ]:
         if ids:
             problems.append(f"{len(ids)} {label}")
