@@ -4,7 +4,10 @@ The registry is one JSON file, ``kbs.json``, in groove's folder of the platform'
 configuration (``$XDG_CONFIG_HOME/groove`` or ``~/.config/groove``; ``~/Library/Application
 Support/groove`` on macOS; ``%APPDATA%\\groove`` on Windows), or in ``$GROOVE_CONFIG_HOME``
 when set. It maps a name to a folder and a description, and is rewritten whole through a
-temporary file and a rename, so a reader never sees half of it.
+temporary file and a rename, so a reader never sees half of it. A change (``kb add``,
+``kb remove``) reads, edits and rewrites it while holding a lock on ``kbs.json.lock`` beside
+it: two changes at once would otherwise each rewrite the file they read, and one would be
+lost.
 
 Light imports only (no index, no embedder): every ``--kb`` is resolved through this module.
 """
@@ -14,8 +17,12 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 import sys
 import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +30,10 @@ from groove_core.config import CONFIG_FILENAME, DEFAULT_INDEX_DIR, INDEX_FILENAM
 
 CONFIG_HOME_ENV = "GROOVE_CONFIG_HOME"
 REGISTRY_FILENAME = "kbs.json"
+LOCK_SUFFIX = ".lock"
+#: How long a change waits for another one to finish: a change takes milliseconds, so a
+#: lock held this long belongs to a process that hangs, and waiting on is no answer.
+LOCK_WAIT_SECONDS = 10.0
 #: A name is one word a shell and a JSON enum carry unquoted, never a path.
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 MAX_DESCRIPTION_CHARS = 500
@@ -63,11 +74,38 @@ def check_name(name: str) -> str:
     return name
 
 
+def _read_regular(path: Path) -> str:
+    """The text of the regular file at ``path``. Opened non-blocking and checked on the
+    descriptor: a FIFO there would otherwise block every command that reads the registry
+    until something writes to it."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as file:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(
+                f"the registry of knowledge bases {path} is not a regular file "
+                f"({_file_kind(mode)}): remove it, and 'groove kb add' writes a new one"
+            )
+        return file.read().decode("utf-8")
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return "not a plain file"
+
+
 def load_registry() -> dict[str, KbEntry]:
     """Every registered KB by name; empty when there is no registry file yet."""
     path = registry_path()
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_regular(path))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
@@ -117,6 +155,58 @@ def save_registry(entries: dict[str, KbEntry]) -> Path:
     return path
 
 
+@contextmanager
+def registry_lock() -> Iterator[None]:
+    """Hold the registry's lock file for one read-modify-write, waiting at most
+    :data:`LOCK_WAIT_SECONDS` for another change to finish. The lock file is left in place:
+    removing it would let a third process lock a new file while the second holds the old."""
+    path = registry_path()
+    lock = path.with_name(path.name + LOCK_SUFFIX)
+    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(lock, flags, 0o600)
+    except OSError as err:
+        raise ConfigError(f"cannot lock the registry of knowledge bases {lock}: {err}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(
+                f"cannot lock the registry of knowledge bases: {lock} is not a regular file "
+                f"({_file_kind(mode)})"
+            )
+        deadline = time.monotonic() + LOCK_WAIT_SECONDS
+        while not _try_lock(fd):
+            if time.monotonic() > deadline:
+                raise ConfigError(
+                    f"the registry of knowledge bases is locked by another groove command "
+                    f"({lock}, held for over {LOCK_WAIT_SECONDS:.0f} s); try again"
+                )
+            time.sleep(0.02)
+        yield  # closing the descriptor below releases the lock
+    finally:
+        os.close(fd)
+
+
+def _try_lock(fd: int) -> bool:
+    """Take an exclusive lock on ``fd`` without waiting; False when another process has it."""
+    if sys.platform == "win32":
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
 def add_kb(name: str, folder: Path, description: str = "") -> KbEntry:
     check_name(name)
     if len(description) > MAX_DESCRIPTION_CHARS:
@@ -124,23 +214,25 @@ def add_kb(name: str, folder: Path, description: str = "") -> KbEntry:
     folder = folder.expanduser().resolve()
     if not folder.is_dir():
         raise ConfigError(f"{folder} does not exist or is not a folder")
-    entries = load_registry()
-    if name in entries:
-        raise ConfigError(
-            f"a knowledge base named {name!r} is already registered ({entries[name].path}); "
-            f"run 'groove kb remove {name}' first"
-        )
-    entries[name] = KbEntry(name, folder, description)
-    save_registry(entries)
+    with registry_lock():
+        entries = load_registry()
+        if name in entries:
+            raise ConfigError(
+                f"a knowledge base named {name!r} is already registered "
+                f"({entries[name].path}); run 'groove kb remove {name}' first"
+            )
+        entries[name] = KbEntry(name, folder, description)
+        save_registry(entries)
     return entries[name]
 
 
 def remove_kb(name: str) -> KbEntry:
-    entries = load_registry()
-    if name not in entries:
-        raise ConfigError(f"no knowledge base named {name!r} is registered{_known(entries)}")
-    removed = entries.pop(name)
-    save_registry(entries)
+    with registry_lock():
+        entries = load_registry()
+        if name not in entries:
+            raise ConfigError(f"no knowledge base named {name!r} is registered{_known(entries)}")
+        removed = entries.pop(name)
+        save_registry(entries)
     return removed
 
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
+from groove_core.registry import CONFIG_HOME_ENV, load_registry
 from groove_core.store import Store, StoreError, check_consistency
 from groove_core.testing import make_kb, open_kb
 
@@ -235,3 +236,30 @@ def test_an_unreadable_file_is_skipped_with_the_reason(
     report = Groove.open(kb).index()
     assert dict(report.skipped)["locked.md"] == "cannot read: Permission denied"
     assert report.documents_total == 1
+
+
+def test_concurrent_kb_adds_keep_every_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    home = tmp_path / "config"
+    folders = [tmp_path / f"kb{i}" for i in range(16)]
+    for folder in folders:
+        folder.mkdir()
+    env = {**os.environ, CONFIG_HOME_ENV: str(home)}
+    # Started together, the reads and rewrites of the registry overlap: without a lock
+    # around them, 7 of 20 runs like this one lost a name while every command exited 0.
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "groove_core", "kb", "add", folder.name, str(folder)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+        for folder in folders
+    ]
+    outputs = [proc.communicate(timeout=120)[0].decode() for proc in procs]
+    assert [proc.returncode for proc in procs] == [0] * len(folders), outputs
+    monkeypatch.setenv(CONFIG_HOME_ENV, str(home))
+    assert {name: entry.path for name, entry in load_registry().items()} == {
+        folder.name: folder.resolve() for folder in folders
+    }

@@ -6,7 +6,11 @@ commands run through the real CLI; MCP goes through the SDK's real client.
 
 from __future__ import annotations
 
+import fcntl
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +119,45 @@ def test_a_damaged_registry_is_reported(config_home: Path, text: str, message: s
     result = CliRunner().invoke(build_cli(None), ["kb", "list"])
     assert result.exit_code == 1, result.output
     assert message in result.output
+
+
+@pytest.mark.parametrize("args", [("kb", "list"), ("kb", "add", "x", ".")])
+def test_a_fifo_at_the_registry_path_is_an_error_not_a_hang(
+    config_home: Path, tmp_path: Path, args: tuple[str, ...]
+) -> None:
+    config_home.mkdir()
+    os.mkfifo(config_home / "kbs.json")
+    # A subprocess with a timeout: the bug this guards against blocks the reading process.
+    env = {**os.environ, CONFIG_HOME_ENV: str(config_home)}
+    result = subprocess.run(
+        [sys.executable, "-m", "groove_core", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=30,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith(
+        "is not a regular file (a FIFO): remove it, and 'groove kb add' writes a new one"
+    )
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert (config_home / "kbs.json").is_fifo()  # left for the user to look at
+
+
+def test_a_held_registry_lock_is_waited_for_then_named(
+    two_kbs: tuple[Path, Path], config_home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, _ = two_kbs
+    monkeypatch.setattr("groove_core.registry.LOCK_WAIT_SECONDS", 0.3, raising=False)
+    config_home.mkdir()
+    with open(config_home / "kbs.json.lock", "w") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        result = CliRunner().invoke(build_cli(None), ["kb", "add", "notes", str(a)])
+    assert result.exit_code == 1
+    assert "locked by another groove command" in result.output
+    assert "notes" not in load_registry()
+    assert groove("kb", "add", "notes", str(a)).exit_code == 0  # released: it goes through
 
 
 def test_kb_accepts_a_registered_name(two_kbs: tuple[Path, Path]) -> None:
