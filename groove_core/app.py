@@ -201,7 +201,9 @@ class Groove:
         self.close()
         self.backend.tidy(strict=False)
         found = self.backend.diagnose(repair=repair)
-        result = DoctorResult(found.problems, found.environment, found.rebuild, found.reindexed)
+        result = DoctorResult(
+            found.problems, found.environment, found.rebuild, found.reindexed, skipped=found.skipped
+        )
         if repair and result.problems and not result.environment:
             try:
                 result.report = self.index(rebuild=result.rebuilt)
@@ -262,6 +264,8 @@ class DoctorResult:
     reindexed: list[str] = field(default_factory=list)
     repaired: bool = False
     report: IndexReport | None = None
+    #: Checks left out because they write and the index is read-only (not a problem).
+    skipped: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:

@@ -61,6 +61,8 @@ class Diagnosis:
     #: What is wrong around it (no space, read-only, permissions, a server that is down):
     #: not damage, never repaired by rebuilding.
     environment: list[str] = field(default_factory=list)
+    #: Checks left out because they write and the index is read-only: not a problem.
+    skipped: list[str] = field(default_factory=list)
     rebuild: bool = False  # the index itself is damaged: only a rebuild repairs it
     reindexed: list[str] = field(default_factory=list)  # paths the check already repaired
 

@@ -165,11 +165,15 @@ def doctor_cmd(
         click.echo(f"problem: {printable(problem)}")
     for problem in result.environment:
         click.echo(f"environment: {printable(problem)}")
+    for check in result.skipped:
+        click.echo(f"skipped: {printable(check)}")
     if result.healthy:
-        click.echo(f"index {printable(app.index_label)} is healthy")
+        checked = " as far as checked" if result.skipped else ""
+        click.echo(f"index {printable(app.index_label)} is healthy{checked}")
         return
     if not repair or not result.repaired:
         fix = "fix the environment, then " if result.environment else ""
+        fix = fix or ("make the index writable, then " if result.skipped else "")
         click.echo(f"{fix}run 'groove doctor --repair' to fix the index", err=True)
         sys.exit(1)
     if result.rebuilt:

@@ -441,13 +441,21 @@ class NewDocument:
     links: tuple[RawLink, ...] = ()
 
 
-def connect(path: Path | str) -> Any:
-    """A pysqlite3 connection with sqlite-vec loaded, WAL and a busy timeout."""
+def connect(path: Path | str, *, read_only: bool = False, immutable: bool = False) -> Any:
+    """A pysqlite3 connection with sqlite-vec loaded and a busy timeout. ``read_only``
+    opens the file with ``mode=ro``; ``immutable`` also tells SQLite that nothing changes
+    it, so it takes no locks and needs no ``-shm`` file (see :func:`_connect_read_only`)."""
     # The stdlib sqlite3 of many Pythons cannot load extensions; pysqlite3 can.
     import pysqlite3.dbapi2 as sqlite3
     import sqlite_vec
 
-    conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
+    if read_only:
+        # A URI, percent-encoded by as_uri, so no character of the path is read as a parameter.
+        query = "?mode=ro&immutable=1" if immutable else "?mode=ro"
+        uri = Path(os.path.abspath(path)).as_uri() + query
+        conn = sqlite3.connect(uri, uri=True, timeout=30.0, isolation_level=None)
+    else:
+        conn = sqlite3.connect(str(path), timeout=30.0, isolation_level=None)
     conn.enable_load_extension(True)
     sqlite_vec.load(conn)
     conn.enable_load_extension(False)
@@ -479,6 +487,54 @@ def _enter_wal(conn: Any) -> None:
             if time.monotonic() > deadline:
                 raise
             time.sleep(0.05)
+
+
+def writable(path: Path) -> bool:
+    """Whether this process may write the index file and create its companions (``-wal``,
+    ``-shm``) beside it. False on a read-only mount for root too: ``access`` answers EROFS
+    there whatever the permission bits say."""
+    if not os.access(path.parent, os.W_OK):
+        return False
+    return not path.exists() or os.access(path, os.W_OK)
+
+
+def _read_only_reason(path: Path) -> str:
+    try:
+        on_read_only_mount = bool(os.statvfs(path.parent).f_flag & os.ST_RDONLY)
+    except (AttributeError, OSError):  # no statvfs (Windows), or the folder is gone
+        on_read_only_mount = False
+    if on_read_only_mount:
+        return "it is on a read-only file system"
+    return "the index file or its folder is not writable"
+
+
+def _connect_read_only(path: Path, label: str) -> Any:
+    """A read-only connection to an index that cannot be written (a read-only mount, a
+    file or folder without write permission), for searching, status and doctor.
+
+    Opening it as usual fails there: switching to WAL mode writes the file, and even a
+    reader of a WAL-mode file creates the ``-shm`` file beside it. SQLite reads a WAL-mode
+    file without one only as ``immutable``, which is exact when there is no write-ahead
+    log with writes in it (a finished index run folds it into the file and removes it).
+    """
+    conn = connect(path, read_only=True)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite_errors() as err:
+        conn.close()
+        if _primary_code(err) != 14:  # SQLITE_CANTOPEN: no -shm, and none can be made
+            raise
+    wal = Path(f"{path}-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise IndexEnvironmentError(
+            f"cannot read the index {label}: {_read_only_reason(path)}, and its write-ahead "
+            f"log ({wal.name}) holds writes that SQLite reads only with a -shm file beside "
+            "it. Open it once where it is writable (any groove search folds them in)"
+        )
+    conn = connect(path, read_only=True, immutable=True)
+    conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    return conn
 
 
 def sqlite_errors() -> tuple[type[BaseException], ...]:
@@ -565,6 +621,8 @@ class Store:
         self.path = path
         self.label = label or str(path)
         self.identity: tuple[int, int] | None = None
+        #: Opened read-only, because the file or its folder cannot be written.
+        self.read_only = False
         self._matrix: _VectorMatrix | None = None
         self._matrix_data_version: int | None = None  # this connection's, when checked
         self._matrix_key = os.path.abspath(path)
@@ -579,11 +637,11 @@ class Store:
 
     @classmethod
     def open(cls, path: Path, label: str | None = None) -> Store:
-        """Open an existing index for searching."""
+        """Open an existing index for searching: read-only when it cannot be written."""
         shown = label or str(path)
         if not path.exists():
             raise StoreError(f"no index at {shown}: run 'groove index' on the knowledge base first")
-        store = cls._connect(path, shown)
+        store = cls._connect(path, shown, read_only=not writable(path))
         store._check_schema(allow_empty=False)
         return store
 
@@ -597,23 +655,33 @@ class Store:
             raise IndexEnvironmentError(
                 f"cannot create the index folder of {shown}: {err.strerror}"
             ) from None
+        if not writable(path):
+            still = "; searching it still works" if path.exists() else ""
+            raise IndexEnvironmentError(
+                f"cannot write the index {shown}: {_read_only_reason(path)}. The cause is "
+                f"the environment, not the index file{still}"
+            )
         store = cls._connect(path, shown)
         store._check_schema(allow_empty=True)
         return store
 
     @classmethod
-    def _connect(cls, path: Path, label: str) -> Store:
+    def _connect(cls, path: Path, label: str, *, read_only: bool = False) -> Store:
         # The identity is taken before connecting: if the file is replaced in between, the
         # next replaced() check reopens once more than needed, never once too few.
         identity = file_identity(path)
         try:
-            conn = connect(path)
-            _enter_wal(conn)
-            conn.execute("PRAGMA synchronous = NORMAL")
+            if read_only:
+                conn = _connect_read_only(path, label)
+            else:
+                conn = connect(path)
+                _enter_wal(conn)
+                conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite_errors() as err:
             raise classify_error(err, label, "opening") from None
         store = cls(conn, path, label)
         store.identity = identity
+        store.read_only = read_only
         return store
 
     def replaced(self) -> bool:
@@ -659,6 +727,13 @@ class Store:
             raise StoreError(
                 f"the index {self.label} has schema version {version}, newer than this groove "
                 f"({SCHEMA_VERSION}); upgrade groove or rebuild with 'groove index --rebuild'"
+            )
+        if version < SCHEMA_VERSION and self.read_only:
+            raise IndexEnvironmentError(
+                f"the index {self.label} has schema version {version} and this groove reads "
+                f"version {SCHEMA_VERSION}: the upgrade writes the file, and "
+                f"{_read_only_reason(self.path)}. Run any groove command on it once where "
+                "it is writable"
             )
         if version < SCHEMA_VERSION:
             try:
@@ -1187,6 +1262,8 @@ class Consistency:
     link_orphans: frozenset[int] = frozenset()  # document ids in links without a document
     #: Chunks whose vector holds NaN or infinity: no query has a distance to them.
     unusable_vectors: frozenset[int] = frozenset()
+    #: Checks not run because they write and the index was opened read-only.
+    skipped: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -1215,9 +1292,18 @@ def check_consistency(store: Store) -> Consistency:
     problems: list[str] = []
     environment: list[str] = []
     empty: frozenset[int] = frozenset()
+    lexical = ("fts_chunks", "word_chunks")
+    skipped = (
+        tuple(
+            f"FTS5's own check of {table}: it is issued as a write, and the index is read-only"
+            for table in lexical
+        )
+        if store.read_only
+        else ()
+    )
     try:
         problems += [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
-        for table in ("fts_chunks", "word_chunks"):
+        for table in () if store.read_only else lexical:
             _fts_self_check(conn, table, problems, environment)
         chunks = _ids(conn, "SELECT id FROM chunks")
         fts = _ids(conn, "SELECT rowid FROM fts_chunks")
@@ -1233,7 +1319,9 @@ def check_consistency(store: Store) -> Consistency:
     except sqlite_errors() as err:
         bucket = environment if error_kind(err) == "environment" else problems
         bucket.append(f"reading the index failed: {err}")
-        return Consistency(tuple(problems), empty, empty, empty, empty, empty, tuple(environment))
+        return Consistency(
+            tuple(problems), empty, empty, empty, empty, empty, tuple(environment), skipped=skipped
+        )
     return Consistency(
         integrity=tuple(problems),
         fts_orphans=fts - chunks,
@@ -1246,6 +1334,7 @@ def check_consistency(store: Store) -> Consistency:
         chunks_without_word=chunks - word,
         link_orphans=link_orphans,
         unusable_vectors=unusable,
+        skipped=skipped,
     )
 
 

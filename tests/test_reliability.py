@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -148,6 +150,85 @@ def test_read_only_index_folder_is_a_clear_error(notes_kb: Path) -> None:
     assert result.exit_code == 1
     assert "cannot create the index folder" in result.output or "cannot open" in result.output
     assert "Traceback" not in result.output
+
+
+#: Runs in a mount namespace of its own (a user namespace maps the caller to root there, so
+#: it needs no privileges): the KB folder is bind-mounted over itself read-only, then each
+#: line of COMMANDS ("NAME ARG...") runs groove, its output and status going to OUT.
+READ_ONLY_SCRIPT = """
+set -u
+mount --bind "$KB" "$KB" && mount -o remount,bind,ro "$KB" || exit 99
+echo "$COMMANDS" | while read -r name args; do
+    eval "set -- $args"
+    "$PY" -m groove_core "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+    echo $? >"$OUT/$name.rc"
+done
+"""
+
+
+def _on_a_read_only_mount(kb: Path, out: Path, commands: str) -> dict[str, tuple[int, str, str]]:
+    """Run groove ``commands`` on ``kb`` mounted read-only: {name: (status, stdout, stderr)}.
+    A real read-only mount, because root ignores permission bits, and SQLite meets EROFS
+    (no -shm can be made beside the index) where a chmod'ed folder stops only other users."""
+    out.mkdir()
+    env = {
+        **os.environ,
+        **{"KB": str(kb), "OUT": str(out), "PY": sys.executable, "COMMANDS": commands},
+    }
+    unshare = ["unshare", "--map-root-user", "--mount", "--propagation", "private"]
+    done = subprocess.run(
+        [*unshare, "sh", "-c", READ_ONLY_SCRIPT], env=env, capture_output=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    results = {}
+    for rc in out.glob("*.rc"):
+        text = [rc.with_suffix(f".{part}").read_text() for part in ("rc", "out", "err")]
+        results[rc.stem] = (int(text[0]), text[1], text[2])
+    return results
+
+
+def test_a_read_only_index_is_searched_and_checked_and_not_written(
+    notes_kb: Path, tmp_path: Path
+) -> None:
+    open_kb(notes_kb).close()
+    index = notes_kb / ".groove" / "index.sqlite"
+    before = index.read_bytes()
+    results = _on_a_read_only_mount(
+        notes_kb,
+        tmp_path / "out",
+        'search search "ownership data races" --kb "$KB" --json\n'
+        'status status "$KB"\ndoctor doctor "$KB"\nindex index "$KB"',
+    )
+    rc, output, err = results["search"]
+    assert rc == 0, err
+    assert json.loads(output)["results"][0]["path"] == "notes/rust.md"
+    rc, output, err = results["status"]
+    assert rc == 0, err
+    assert re.search(r"^documents: +4$", output, re.MULTILINE), output
+    rc, output, err = results["doctor"]
+    assert rc == 0, output + err
+    assert "skipped: FTS5's own check of fts_chunks" in output
+    assert "is healthy as far as checked" in output
+    rc, output, err = results["index"]
+    assert rc == 1
+    assert err.startswith("groove: cannot write the index .groove/index.sqlite: it is on a ")
+    assert "read-only file system" in err and len(err.strip().splitlines()) == 1
+    assert index.read_bytes() == before
+    assert sorted(p.name for p in index.parent.iterdir()) == ["index.sqlite"]
+
+
+def test_an_older_read_only_index_says_it_needs_an_upgrade(notes_kb: Path, tmp_path: Path) -> None:
+    store = Store.create(open_kb(notes_kb).index_file)
+    store.set_meta("schema_version", "3")  # the upgrade to 4 writes the file
+    store.close()
+    results = _on_a_read_only_mount(
+        notes_kb, tmp_path / "out", 'search search "ownership" --kb "$KB"'
+    )
+    rc, output, err = results["search"]
+    assert rc == 1 and not output
+    assert err.startswith("groove: the index .groove/index.sqlite has schema version 3 and ")
+    assert "the upgrade writes the file, and it is on a read-only file system" in err
+    assert len(err.strip().splitlines()) == 1
 
 
 @pytest.mark.parametrize(

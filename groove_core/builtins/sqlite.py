@@ -166,6 +166,7 @@ class SqliteBackend:
             found = check_consistency(store)
             result.problems.extend(_describe(found))
             result.environment.extend(found.environment)
+            result.skipped.extend(found.skipped)
             result.rebuild = bool(found.integrity)
             incomplete = None if result.rebuild else store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
