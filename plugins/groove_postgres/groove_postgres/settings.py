@@ -16,7 +16,7 @@ import os
 import re
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 __all__ = ["PostgresSettings", "SettingsError", "connect_kwargs", "redact", "scrub"]
 
@@ -70,6 +70,19 @@ class PostgresSettings(BaseModel):
         64, ge=4, le=1000, description="pgvector HNSW ef_construction (build quality)"
     )
     connect_timeout: int = Field(10, ge=1, le=600, description="seconds to wait for the server")
+
+    @field_validator("db_schema")
+    @classmethod
+    def _not_a_system_schema(cls, value: str) -> str:
+        # groove creates, alters and empties its tables in this schema: PostgreSQL's own
+        # schemas hold the catalogs (and pg_* names are reserved for them).
+        if value == "information_schema" or value.startswith("pg_"):
+            raise ValueError(
+                f"{value!r} is one of PostgreSQL's own schemas (information_schema and every "
+                "pg_* name, such as pg_catalog and pg_toast, are reserved): name a schema "
+                "for groove's tables, such as the default 'groove'"
+            )
+        return value
 
 
 def _password_of(dsn: str) -> str | None:

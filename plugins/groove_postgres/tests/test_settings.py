@@ -120,3 +120,15 @@ def test_the_keys_sit_in_the_store_table_of_groove_toml(tmp_path: Path) -> None:
     # The plugin's keys are not the core's: groove.toml without them stays valid.
     plain = Groove.open(make_kb(tmp_path / "plain", {}, config=FAST_CONFIG))
     assert plain.backend.name == "sqlite"
+
+
+@pytest.mark.parametrize("schema", ["information_schema", "pg_catalog", "pg_toast", "pg_groove"])
+def test_postgresql_own_schemas_are_refused(tmp_path: Path, schema: str) -> None:
+    toml = f'[store]\nbackend = "postgres"\ndsn = "service=groove"\nschema = "{schema}"\n'
+    with pytest.raises(ConfigError) as caught:
+        Groove.open(make_kb(tmp_path / "notes", {}, config=FAST_CONFIG + toml))
+    message = str(caught.value)
+    assert "schema" in message and "one of PostgreSQL's own schemas" in message, message
+    assert "\n" not in message.strip(), message
+    # A name that merely contains them is groove's to use.
+    assert PostgresSettings.model_validate({"schema": "my_pg_notes"}).db_schema == "my_pg_notes"
