@@ -111,7 +111,7 @@ class PostgresBackend:
         if not isinstance(store, PostgresStore):
             return True
         try:
-            with self.db.pool.connection() as conn:
+            with self.db.connection() as conn:
                 row = conn.execute(
                     f"SELECT id FROM {self.db.s}.kbs WHERE name = %s AND state = 'live'",
                     (self.kb,),
@@ -225,7 +225,7 @@ class PostgresBackend:
     def _write(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
         """A transaction on the pool, psycopg errors classified."""
         try:
-            with self.db.pool.connection() as conn, conn.transaction():
+            with self.db.connection() as conn, conn.transaction():
                 yield conn
         except pg_errors() as err:
             raise self.classify(err, doing) from None

@@ -63,8 +63,11 @@ def _environment_cause(err: BaseException) -> str | None:
     if code is not None:
         return ENVIRONMENT_CODES.get(code) or ENVIRONMENT_CODES.get(code[:2])
     if isinstance(err, psycopg.OperationalError | psycopg.InterfaceError):
-        # No SQLSTATE: libpq failed to connect (refused, timed out, unknown host) or lost
-        # the connection, or the pool could not hand one out in time.
+        # No SQLSTATE: libpq lost the connection (the server crashed or was killed), failed
+        # to connect (refused, timed out, unknown host), or the pool could not hand one out
+        # in time.
+        if "closed the connection" in str(err):
+            return "the PostgreSQL server closed the connection"
         return "the PostgreSQL server cannot be reached"
     return None
 

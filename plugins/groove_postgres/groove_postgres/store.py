@@ -26,6 +26,7 @@ from __future__ import annotations
 import atexit
 import json
 import logging
+import select
 import threading
 import time
 import weakref
@@ -99,6 +100,14 @@ KNN_MARGIN = 32
 STATS_PENDING_KEY = "df_pending"
 #: The states of a KB's row in ``kbs``.
 LIVE, STAGING, RETIRED = "live", "staging", "retired"
+#: A search waits for a pooled connection in slices this long (seconds); between them it
+#: looks whether the server is reachable at all, so that a server that is gone is reported
+#: at once instead of after the pool's whole timeout.
+POOL_WAIT_SLICE = 0.25
+#: How long (seconds) the pool retries a lost connection in the background before it
+#: leaves reconnecting to the next request. Short: psycopg_pool's retries back off
+#: exponentially, and a long chain would keep a restarted server unused for minutes.
+RECONNECT_TIMEOUT = 5.0
 
 
 class PostgresStoreError(StoreError):
@@ -266,6 +275,7 @@ class Database:
         self.s = settings.db_schema
         self._lock = threading.Lock()
         self._pool: ConnectionPool[Any] | None = None
+        self._reach = _Reachability()
         self._checked = False
         self._closed = False
         atexit.register(_close_at_exit, weakref.ref(self))
@@ -398,8 +408,11 @@ class Database:
             min_size=self.settings.pool_min,
             max_size=self.settings.pool_max,
             configure=configure,
+            connection_class=_watched_connection(self._reach),
+            check=_check_idle,
             open=False,
             timeout=float(max(self.settings.connect_timeout, 30)),
+            reconnect_timeout=RECONNECT_TIMEOUT,
             name="groove",
         )
         try:
@@ -411,6 +424,51 @@ class Database:
                 f"{scrub(str(err), self.settings)}"
             ) from None
         return pool
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool for the block (committed or rolled back at its end,
+        then returned), as ``pool.connection()``, except when the server cannot be reached:
+        then the driver's error comes after one wait slice and one connection attempt,
+        where the pool alone would keep the request waiting its whole timeout for a
+        connection that cannot come."""
+        pool = self.pool
+        conn = self._getconn(pool)
+        try:
+            with conn:
+                yield conn
+        finally:
+            pool.putconn(conn)
+
+    def _getconn(self, pool: ConnectionPool[Any]) -> psycopg.Connection[Any]:
+        from psycopg_pool import PoolTimeout
+
+        deadline = time.monotonic() + pool.timeout
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                return pool.getconn(timeout=max(min(POOL_WAIT_SLICE, left), 0.001))
+            except PoolTimeout:
+                if left <= POOL_WAIT_SLICE:
+                    raise PoolTimeout(
+                        f"no connection of the pool came free in {pool.timeout:.0f} s"
+                    ) from None
+            if self._reach.failing():
+                # The pool's last attempt to connect failed: ask the server afresh, so
+                # that a server back since is waited for, and one still gone reported.
+                self._probe()
+
+    def _probe(self) -> None:
+        """Connect once outside the pool; raise the driver's error when that fails."""
+        import psycopg
+
+        params = self._params()
+        try:
+            psycopg.connect(params["conninfo"], **params["kwargs"]).close()
+        except psycopg.Error as err:
+            self._reach.failed()
+            raise psycopg.OperationalError(str(err)) from None
+        self._reach.succeeded()
 
     def close(self) -> None:
         with self._lock:
@@ -438,6 +496,62 @@ class Database:
                 ).fetchone()
                 got = bool(row and row[0])
             yield got  # the lock goes with the connection
+
+
+def _check_idle(conn: psycopg.Connection[Any]) -> None:
+    """Raise when an idle connection of the pool is no longer usable, before a search gets
+    it: one that died with a server that went away (or restarted) since. Such a socket
+    reads as ready (the server's goodbye, or its end), so only then is a round trip spent
+    finding out; a live idle connection costs one poll, not a round trip per search."""
+    from psycopg_pool import ConnectionPool
+
+    if _readable(conn.fileno()):
+        ConnectionPool.check_connection(conn)
+
+
+def _readable(fd: int) -> bool:
+    """Whether ``fd`` has something to read (or has ended), without waiting."""
+    if hasattr(select, "poll"):  # not select(): it cannot watch a descriptor over 1023
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(0))
+    return bool(select.select([fd], [], [], 0)[0])
+
+
+class _Reachability:
+    """Whether the latest attempt to connect to the server (the pool's or a probe's)
+    failed; shared by the pool's threads and the searches waiting on it."""
+
+    def __init__(self) -> None:
+        self._failing = False
+
+    def failing(self) -> bool:
+        return self._failing
+
+    def failed(self) -> None:
+        self._failing = True
+
+    def succeeded(self) -> None:
+        self._failing = False
+
+
+def _watched_connection(reach: _Reachability) -> type[psycopg.Connection[Any]]:
+    """A connection class whose connect records its outcome in ``reach`` (the pool's
+    only public door to its connection attempts, which it retries in the background)."""
+    import psycopg
+
+    class WatchedConnection(psycopg.Connection[Any]):
+        @classmethod
+        def connect(cls, *args: Any, **kwargs: Any) -> Any:
+            try:
+                conn = super().connect(*args, **kwargs)
+            except psycopg.Error:
+                reach.failed()
+                raise
+            reach.succeeded()
+            return conn
+
+    return WatchedConnection
 
 
 def _close_at_exit(ref: weakref.ref[Database]) -> None:
@@ -537,7 +651,7 @@ class PostgresStore:
             yield pinned
             return
         try:
-            with self.pool.connection() as conn:
+            with self.db.connection() as conn:
                 yield conn
         except pg_errors() as err:
             # Chained (never shown: the CLI prints the message) so a backend can say more.
@@ -550,7 +664,7 @@ class PostgresStore:
             yield self._local.conn
             return
         try:
-            with self.pool.connection() as conn, conn.transaction():
+            with self.db.connection() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_WRITE, self.kb_id))
                 self._local.conn = conn
                 try:
@@ -568,7 +682,7 @@ class PostgresStore:
             yield
             return
         try:
-            with self.pool.connection() as conn:
+            with self.db.connection() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
                 self._local.conn = conn
                 try:

@@ -23,6 +23,7 @@ import importlib.util
 import os
 import shlex
 import shutil
+import signal
 import socket
 import stat
 import subprocess
@@ -105,6 +106,19 @@ def _server_user() -> tuple[int, int] | None:
             )
     entry = pwd.getpwnam("nobody")
     return entry.pw_uid, entry.pw_gid
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` still runs: a zombie (a container's init may never reap
+    one) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with contextlib.suppress(OSError, IndexError):
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+        return stat_line.rsplit(")", 1)[1].split()[0] != "Z"
+    return True
 
 
 def _reachable_by_others(path: Path) -> bool:
@@ -253,6 +267,31 @@ class EmbeddedPostgres:
             ],
             "starting PostgreSQL",
         )
+
+    def kill(self) -> None:
+        """SIGKILL the postmaster, as a crash or an OOM kill would: no shutdown, the
+        clients' connections drop, the data folder stays for :meth:`restart`."""
+        pid = int((self.data / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while _alive(pid):
+            if time.monotonic() > deadline:
+                raise EmbeddedPostgresError(f"the postmaster (pid {pid}) outlived SIGKILL")
+            time.sleep(0.05)
+
+    def restart(self, timeout: float = 60.0) -> None:
+        """Start the server again on its data folder and port (after :meth:`kill`: crash
+        recovery first). The killed postmaster's backends notice its death and exit on
+        their own; until they have, the server refuses to start, so this retries."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self._start()
+                return
+            except EmbeddedPostgresError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     def stop(self) -> None:
         """Stop the server (immediate: the data is thrown away) and remove its folder."""

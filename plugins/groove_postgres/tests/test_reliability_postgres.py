@@ -1,10 +1,14 @@
 """Never a corrupt index on PostgreSQL: kills at random points, two runs at once, doctor
-finding and repairing rows that disagree (tests/test_reliability.py for SQLite)."""
+finding and repairing rows that disagree (tests/test_reliability.py for SQLite); and a
+server that dies under a running MCP server: an error at once, service again once it is
+back."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -16,12 +20,15 @@ from typing import Any, LiteralString
 
 import psycopg
 from groove_postgres.backend import PostgresBackend
+from groove_postgres.errors import classify
+from groove_postgres.settings import PostgresSettings
 from groove_postgres.store import PostgresStore
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import BILINGUAL, EmbeddedPostgres, store_toml
 
 from evaldata import EVALDATA
 from groove_core.app import Groove
-from groove_core.testing import make_kb
+from groove_core.mcp.server import build_mcp_server
+from groove_core.testing import drive_mcp, make_kb, open_kb
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 
@@ -325,3 +332,63 @@ def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok_lost TO wtok")
     assert _content(Groove.open(kb)) == expected
+
+
+def test_a_killed_server_is_an_error_at_once_and_a_restarted_one_serves_again(
+    tmp_path: Path,
+) -> None:
+    # A server of its own: this test kills it.
+    server = EmbeddedPostgres.start()
+    try:
+        dsn = server.create_database("kb")
+        app = open_kb(make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", dsn)))
+        app.close()
+        mcp = build_mcp_server(app)
+        seen: list[tuple[float, Any]] = []
+
+        async def search(client: Any) -> Any:
+            began = time.monotonic()
+            # Bounded here so that a call that never answers fails the test, not hangs it.
+            result = await asyncio.wait_for(
+                client.call_tool("search", {"query": "rust", "limit": 3}), timeout=20
+            )
+            seen.append((time.monotonic() - began, result))
+            return result
+
+        async def scenario(client: Any) -> None:
+            assert not (await search(client)).is_error  # the pool holds a connection now
+            server.kill()
+            for _ in range(2):  # the same session: each call answers, none waits forever
+                await search(client)
+            server.restart()
+            await search(client)  # the pool reconnects; groove is not restarted
+
+        drive_mcp(mcp, scenario)
+        for elapsed, result in seen[1:3]:
+            message = result.content[0].text
+            assert result.is_error, message
+            assert elapsed < 5, (elapsed, message)
+            assert "\n" not in message and "Traceback" not in message
+            # Refused (a new connection) or closed (one the server had open as it died).
+            assert re.search(r"the PostgreSQL server (cannot be reached|closed the conn)", message)
+            assert "The cause is the environment, not the index" in message
+        elapsed, result = seen[3]
+        assert not result.is_error, result.content[0].text
+        assert result.structured_content["results"][0]["path"] == "notes/rust.md"
+    finally:
+        server.stop()
+
+
+def test_a_lost_connection_is_named_as_such() -> None:
+    lost = psycopg.OperationalError(
+        "consuming input failed: server closed the connection unexpectedly\n\tThis probably "
+        "means the server terminated abnormally\n\tbefore or while processing the request."
+    )
+    settings = PostgresSettings(dsn="host=db.example port=5432 dbname=notes")
+    message = str(classify(lost, settings, "postgres db notes, KB notes", "reading"))
+    assert message.startswith(
+        "reading the index postgres db notes, KB notes failed: the PostgreSQL server closed "
+        "the connection (consuming input failed: server closed the connection unexpectedly "
+        "This probably means"
+    )
+    assert "dsn 'host=db.example port=5432 dbname=notes'" in message and "\n" not in message
