@@ -55,7 +55,10 @@ class PostgresSettings(BaseModel):
         "groove",
         alias="schema",
         pattern=r"^[a-z_][a-z0-9_]{0,62}$",
-        description="PostgreSQL schema holding groove's tables (several KBs share them)",
+        description=(
+            "PostgreSQL schema holding groove's tables (several KBs share them); not "
+            "information_schema nor a pg_* name, which are PostgreSQL's own"
+        ),
     )
     pool_min: int = Field(1, ge=0, le=64, description="connections the pool keeps open")
     pool_max: int = Field(8, ge=1, le=256, description="most connections the pool opens")
