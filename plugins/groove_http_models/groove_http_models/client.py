@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from groove_http_models.deadline import HTTPHandler, HTTPSHandler
+
 #: Statuses worth retrying: rate limits and a server (or the proxy before it) in trouble.
 RETRY_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: Backoff without a Retry-After: 0.5 s, 1 s, 2 s, ... capped at this.
@@ -50,7 +52,8 @@ class _NoRedirects(urllib.request.HTTPRedirectHandler):
         return None
 
 
-_OPENER = urllib.request.build_opener(_NoRedirects)
+#: Its HTTP handlers hold the whole request, not each read, to the timeout.
+_OPENER = urllib.request.build_opener(_NoRedirects, HTTPHandler, HTTPSHandler)
 
 
 def public_url(url: str) -> str:
@@ -120,7 +123,8 @@ class JsonClient:
         return text
 
     def post(self, path: str, payload: dict[str, Any]) -> Any:
-        """The decoded JSON answer to ``payload`` POSTed at ``base_url + path``."""
+        """The decoded JSON answer to ``payload`` POSTed at ``base_url + path``, each attempt
+        within ``timeout`` from connecting to the answer's last byte."""
         url, basic = _split_credentials(self.base_url + path)
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}

@@ -48,7 +48,8 @@ class HttpModelsSettings(BaseModel):
         60.0,
         gt=0,
         le=3600,
-        description="seconds to wait for one response",
+        description="seconds one request may take, from connecting to the last byte of "
+        "the answer (a server that sends slowly is cut off too)",
         json_schema_extra=NOT_FINGERPRINTED,
     )
     max_retries: int = Field(

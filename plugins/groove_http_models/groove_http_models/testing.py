@@ -4,12 +4,14 @@
 (``POST /v1/embeddings``), Ollama's (``POST /api/embed``) and the rerank APIs (``POST
 /rerank`` TEI-style, ``POST /v1/rerank`` Cohere-style), serving vectors from any groove
 embedder (the bundled multilingual encoder for real quality). Faults are scripted: answers
-to give first (``429`` with ``Retry-After``...), a delay, a wrong dimension, stopping and
-starting on the same port. Every request is recorded (path, headers, body).
+to give first (``429`` with ``Retry-After``...), a delay, a wrong dimension, answers sent a
+byte at a time, stopping and starting on the same port. Every request is recorded (path,
+headers, body).
 """
 
 from __future__ import annotations
 
+import io
 import json
 import threading
 from collections.abc import Callable, Sequence
@@ -41,6 +43,10 @@ class ServerState:
     truncate_to: int | None = None
     #: After this many successful embedding requests, answer nothing more (stop serving).
     fail_after: int | None = None
+    #: Seconds between the bytes of every answer: a server that never stops sending, slowly.
+    drip: float = 0.0
+    #: Drip from the status line on (else the headers come at once and the body drips).
+    drip_headers: bool = True
     requests: list[Recorded] = field(default_factory=list)
     served: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -82,14 +88,24 @@ class _Handler(BaseHTTPRequestHandler):
         route(body)
 
     def _send(self, status: int, headers: dict[str, str], payload: Any) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
+        self._send_bytes(status, headers, json.dumps(payload).encode())
+
+    def _send_bytes(self, status: int, headers: dict[str, str], data: bytes) -> None:
+        state = self.server.state
+        try:
+            if state.drip and state.drip_headers:
+                self.wfile = _Dripping(self.wfile, state.drip)
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            if state.drip and not state.drip_headers:
+                self.wfile = _Dripping(self.wfile, state.drip)
+            self.wfile.write(data)
+        except OSError:  # the client gave up (a dripped or oversized answer): so be it
+            self.close_connection = True
 
     def _vectors(self, body: dict[str, Any], missing: Any) -> np.ndarray | None:
         state = self.server.state
@@ -140,6 +156,21 @@ class _Handler(BaseHTTPRequestHandler):
         ranked = sorted(enumerate(scores or []), key=lambda p: -p[1])
         results = [{"index": i, "relevance_score": s} for i, s in ranked]
         self._send(200, {}, {"model": body.get("model"), "results": results})
+
+
+class _Dripping(io.BufferedIOBase):
+    """A writer that sends one byte, waits, sends the next."""
+
+    def __init__(self, out: Any, seconds: float) -> None:
+        self._out = out
+        self._seconds = seconds
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        for i in range(len(view)):
+            self._out.write(view[i : i + 1])
+            threading.Event().wait(self._seconds)
+        return len(view)
 
 
 class _Server(ThreadingHTTPServer):
