@@ -13,6 +13,7 @@ import base64
 import email.utils
 import json
 import os
+import re
 import time
 import urllib.error
 import urllib.request
@@ -41,6 +42,35 @@ class ServerError(Exception):
 
 #: An embeddings or rerank answer this large is not one: stop reading instead of filling memory.
 MAX_RESPONSE_BYTES = 256 * 1024 * 1024
+#: The deepest nesting an answer may have. The APIs' answers need four levels
+#: (``{"data": [{"embedding": [...]}]}``, ``{"results": [{"document": {...}}]}``); deeper is
+#: refused before parsing, so no answer can exhaust the JSON parser's recursion.
+MAX_DEPTH = 8
+#: Room in every answer for what is not per item (``model``, ``usage``, ``meta``).
+ANSWER_SLACK_BYTES = 64 * 1024
+ANSWER_SLACK_TOKENS = 1024
+#: Strings and brackets one item (a vector, a score) may bring; the APIs use about ten.
+TOKENS_PER_ITEM = 32
+
+
+@dataclass(frozen=True)
+class AnswerLimit:
+    """What one answer may cost, set from what its request can need: its bytes (which
+    bound the memory of parsing it: about ten times as much at worst), and its strings
+    and brackets (which bound the nesting check's walk over it)."""
+
+    max_bytes: int = MAX_RESPONSE_BYTES
+    max_tokens: int = MAX_RESPONSE_BYTES
+    #: What the request asked for, as the refusal names it ("16 texts of dimension 1024").
+    asked: str = "any request"
+
+    @classmethod
+    def per_item(cls, items: int, bytes_per_item: int, asked: str) -> AnswerLimit:
+        return cls(
+            min(MAX_RESPONSE_BYTES, items * bytes_per_item + ANSWER_SLACK_BYTES),
+            items * TOKENS_PER_ITEM + ANSWER_SLACK_TOKENS,
+            asked,
+        )
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -122,9 +152,10 @@ class JsonClient:
                 text = text.replace(secret, "***")
         return text
 
-    def post(self, path: str, payload: dict[str, Any]) -> Any:
+    def post(self, path: str, payload: dict[str, Any], limit: AnswerLimit | None = None) -> Any:
         """The decoded JSON answer to ``payload`` POSTed at ``base_url + path``, each attempt
-        within ``timeout`` from connecting to the answer's last byte."""
+        within ``timeout`` from connecting to the answer's last byte, and the answer within
+        ``limit``."""
         url, basic = _split_credentials(self.base_url + path)
         body = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
@@ -137,7 +168,7 @@ class JsonClient:
         attempt = 0
         while True:
             try:
-                return self._once(url, body, headers)
+                return self._once(url, body, headers, limit or AnswerLimit())
             except _Retryable as err:
                 wait = err.retry_after if err.retry_after is not None else _backoff(attempt)
                 spent = time.monotonic() - started
@@ -151,14 +182,18 @@ class JsonClient:
                 self.sleep(wait)
                 attempt += 1
 
-    def _once(self, url: str, body: bytes, headers: dict[str, str]) -> Any:
+    def _once(self, url: str, body: bytes, headers: dict[str, str], limit: AnswerLimit) -> Any:
         request = urllib.request.Request(url, data=body, headers=headers, method="POST")
         where = public_url(url)
+        too_big = (
+            f"{where} answered with more than {limit.max_bytes:,} bytes, more than "
+            f"{limit.asked} can need"
+        )
         try:
             with _OPENER.open(request, timeout=self.timeout) as response:
-                raw = response.read(MAX_RESPONSE_BYTES + 1)
-            if len(raw) > MAX_RESPONSE_BYTES:
-                raise ServerError(f"{where} answered with more than {MAX_RESPONSE_BYTES} bytes")
+                raw = _read(response, limit.max_bytes)
+            if raw is None:
+                raise ServerError(too_big)
         except urllib.error.HTTPError as err:
             detail = self._scrub(_detail(err.read()))
             message = f"{where} answered HTTP {err.code}: {detail}"
@@ -180,10 +215,55 @@ class JsonClient:
             raise _Retryable(f"cannot reach {where}: {reason}") from None
         except (ConnectionError, OSError) as err:  # reset or closed mid-answer
             raise _Retryable(f"cannot reach {where}: {err}") from None
+        problem = _structure_problem(raw, limit)
+        if problem is not None:
+            raise ServerError(f"{where} answered with {problem}")
         try:
             return json.loads(raw)
         except ValueError:
             raise ServerError(f"{where} answered with something that is not JSON") from None
+
+
+def _read(response: Any, max_bytes: int) -> bytearray | None:
+    """The body, or None once it is longer than ``max_bytes`` (a Content-Length that says
+    so is believed before anything is read)."""
+    length = response.headers.get("Content-Length")
+    if length is not None and length.strip().isdigit() and int(length) > max_bytes:
+        return None
+    raw = bytearray()
+    while chunk := response.read(min(1 << 16, max_bytes + 1 - len(raw))):
+        raw += chunk
+        if len(raw) > max_bytes:
+            return None
+    return raw
+
+
+#: What the nesting check drops before its walk: the characters of numbers, separators and
+#: whitespace, the bulk of a vector answer (dropping them is fast C). None of them can
+#: follow a backslash in valid JSON, so strings keep their escapes and their ends.
+_NOT_STRUCTURE = b"0123456789.,:+-eE \t\r\n"
+#: A JSON string (escapes included) or a bracket: what the walk steps over.
+_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+_OPEN = frozenset(b"[{")
+_CLOSE = frozenset(b"]}")
+
+
+def _structure_problem(raw: bytearray, limit: AnswerLimit) -> str | None:
+    """Why ``raw`` is refused before parsing: nested deeper than :data:`MAX_DEPTH`, or more
+    strings and brackets than the request's items can bring (which bounds this walk)."""
+    compact = raw.translate(None, _NOT_STRUCTURE)
+    depth = 0
+    for count, match in enumerate(_STRUCTURE.finditer(compact)):
+        if count >= limit.max_tokens:
+            return f"more strings and brackets than {limit.asked} can need"
+        first = compact[match.start()]
+        if first in _OPEN:
+            depth += 1
+            if depth > MAX_DEPTH:
+                return f"JSON nested more than {MAX_DEPTH} deep (the API needs 4)"
+        elif first in _CLOSE:
+            depth -= 1
+    return None
 
 
 class _Retryable(Exception):

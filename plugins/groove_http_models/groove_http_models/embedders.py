@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from groove_core.embedding import EmbedderError
-from groove_http_models.client import JsonClient, RetryPolicy, ServerError
-from groove_http_models.settings import HttpModelsSettings
+from groove_http_models.client import AnswerLimit, JsonClient, RetryPolicy, ServerError
+from groove_http_models.settings import MAX_DIMENSIONS, HttpModelsSettings
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -33,6 +33,11 @@ DEFAULT_URLS: dict[Api, str] = {
     "ollama": "http://localhost:11434",
 }
 _PATHS: dict[Api, str] = {"openai": "/embeddings", "ollama": "/api/embed"}
+#: The most one number of a vector may take in an answer: a float64 written out in full
+#: (24 characters) and as much again for separators and indentation.
+BYTES_PER_NUMBER = 48
+#: What an answer's item holds besides its numbers (``{"object": "embedding", "index": 0}``).
+BYTES_PER_VECTOR = 256
 
 
 class HttpEmbedder:
@@ -100,7 +105,7 @@ class HttpEmbedder:
         if self.api == "openai" and self.settings.request_dimensions and self.settings.dimensions:
             payload["dimensions"] = self.settings.dimensions
         try:
-            answer = self.client.post(_PATHS[self.api], payload)
+            answer = self.client.post(_PATHS[self.api], payload, self._limit(len(texts)))
         except ServerError as err:
             raise EmbedderError(self._failure(err)) from None
         vectors = self._vectors(answer, len(texts))
@@ -113,6 +118,14 @@ class HttpEmbedder:
                 "'groove index --reembed' if the model changed)"
             )
         return _normalized(vectors)
+
+    def _limit(self, texts: int) -> AnswerLimit:
+        """What an answer of ``texts`` vectors can need; before the dimension is known (the
+        probe), the largest a setting allows."""
+        dim = self._dim or MAX_DIMENSIONS
+        size = f"dimension {dim}" if self._dim else f"up to {MAX_DIMENSIONS} dimensions"
+        per_vector = dim * BYTES_PER_NUMBER + BYTES_PER_VECTOR
+        return AnswerLimit.per_item(texts, per_vector, f"{texts} texts of {size}")
 
     def _failure(self, err: ServerError) -> str:
         message = f"embedder {self.api!r} (model {self.model!r}): {err}"

@@ -12,9 +12,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from groove_http_models.client import JsonClient, RetryPolicy, ServerError
+from groove_http_models.client import AnswerLimit, JsonClient, RetryPolicy, ServerError
 
 Style = Literal["tei", "cohere"]
+#: What one scored passage may bring besides its own text: index, score, field names.
+BYTES_PER_SCORE = 1024
+#: Some servers (Jina) return each passage's text with its score, JSON-escaped: CJK text
+#: takes twice its UTF-8 bytes (``\uXXXX``), an emoji three times.
+ECHO_FACTOR = 4
 
 
 class RerankServerError(Exception):
@@ -45,8 +50,12 @@ def score(
             payload = {"query": query, "texts": texts, "raw_scores": True}
         else:
             payload = {"model": model, "query": query, "documents": texts, "top_n": len(texts)}
+        echoed = sum(len(t.encode()) for t in texts) * ECHO_FACTOR
+        limit = AnswerLimit.per_item(
+            len(texts), BYTES_PER_SCORE + echoed // len(texts) + 1, f"{len(texts)} passages"
+        )
         try:
-            answer = client.post("", payload)
+            answer = client.post("", payload, limit)
         except ServerError as err:
             raise RerankServerError(f"reranker {model!r}: {err}") from None
         for index, value in _scores(answer, len(texts), client.server):

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 #: Marks a key that does not change results (where the server is, how patient to be): the
 #: eval history's fingerprint leaves it out (a URL may even carry credentials).
 NOT_FINGERPRINTED: dict[str, JsonValue] = {"fingerprint": False}
+#: The largest vector size a setting may name; it also sizes the probe's answer limit.
+MAX_DIMENSIONS = 65536
 
 
 class HttpModelsSettings(BaseModel):
@@ -31,7 +33,7 @@ class HttpModelsSettings(BaseModel):
     dimensions: int | None = Field(
         None,
         ge=1,
-        le=65536,
+        le=MAX_DIMENSIONS,
         description="the model's vector size, checked against every response (unset: asked "
         "of the server with one probe request on start)",
     )

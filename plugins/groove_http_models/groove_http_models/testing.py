@@ -4,9 +4,9 @@
 (``POST /v1/embeddings``), Ollama's (``POST /api/embed``) and the rerank APIs (``POST
 /rerank`` TEI-style, ``POST /v1/rerank`` Cohere-style), serving vectors from any groove
 embedder (the bundled multilingual encoder for real quality). Faults are scripted: answers
-to give first (``429`` with ``Retry-After``...), a delay, a wrong dimension, answers sent a
-byte at a time, stopping and starting on the same port. Every request is recorded (path,
-headers, body).
+to give first (``429`` with ``Retry-After``...), a delay, a wrong dimension, a body to give
+whatever was asked (hostile JSON), answers sent a byte at a time, stopping and starting on
+the same port. Every request is recorded (path, headers, body).
 """
 
 from __future__ import annotations
@@ -43,6 +43,10 @@ class ServerState:
     truncate_to: int | None = None
     #: After this many successful embedding requests, answer nothing more (stop serving).
     fail_after: int | None = None
+    #: The body of every 200 answer instead of the real one (deeply nested, oversized...).
+    body: bytes | None = None
+    #: Answers without a Content-Length: the client reads until the server closes.
+    unsized: bool = False
     #: Seconds between the bytes of every answer: a server that never stops sending, slowly.
     drip: float = 0.0
     #: Drip from the status line on (else the headers come at once and the body drips).
@@ -75,6 +79,9 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is not None:
             self._send(*scripted)
             return
+        if state.body is not None:
+            self._send_bytes(200, {}, state.body)
+            return
         routes = {
             "/v1/embeddings": self._openai,
             "/api/embed": self._ollama,
@@ -97,7 +104,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile = _Dripping(self.wfile, state.drip)
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
+            if state.unsized:
+                self.close_connection = True
+            else:
+                self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)
             self.end_headers()
