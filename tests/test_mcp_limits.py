@@ -21,7 +21,7 @@ from mcp_types import CallToolResult
 from groove_core.cli import build_cli
 from groove_core.mcp.schemas import MAX_PATH_CHARS, MAX_TAG_CHARS, MAX_TAGS
 from groove_core.mcp.server import build_mcp_server
-from groove_core.query import MAX_QUERY_CHARS, QueryError, parse_query
+from groove_core.query import MAX_INPUT_CHARS, MAX_QUERY_CHARS, parse_query
 from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
 
 T = TypeVar("T")
@@ -45,13 +45,23 @@ def ok(result: CallToolResult, budget: int | None = None) -> dict[str, Any]:
 # -- 1. the query cap ---------------------------------------------------------------------
 
 
-def test_parse_query_refuses_a_query_over_the_cap_before_and_after_normalisation() -> None:
-    assert parse_query("a" * (MAX_QUERY_CHARS - 4) + " abc").positives
-    with pytest.raises(QueryError, match="2,001 characters long; the limit is 2,000"):
-        parse_query("x" * (MAX_QUERY_CHARS + 1))
+def test_a_long_query_is_searched_shortened_and_says_so() -> None:
+    assert not parse_query("a" * (MAX_QUERY_CHARS - 4) + " abc").warnings
+    words = " ".join(f"word{i:04d}" for i in range(400))  # 3,599 characters
+    parsed = parse_query(words)
+    assert len(parsed.embed_text) <= MAX_QUERY_CHARS
+    assert words.startswith(parsed.embed_text) and parsed.embed_text.endswith("word0221")
+    assert parsed.warnings[0].code == "query_shortened"
+    message = parsed.warnings[0].message
+    assert "3,599 characters long: its first 2,000 characters are searched by meaning" in message
+    assert "its first 32 words by text" in message
+    assert parsed.positives == tuple(f"word{i:04d}" for i in range(32))
     # U+FDFA is one character that NFKC turns into 18: short as typed, long as searched.
-    with pytest.raises(QueryError, match="the limit is 2,000"):
-        parse_query("\ufdfa" * 200)
+    assert parse_query("\ufdfa " * 200).warnings[0].code == "query_shortened"
+    # Past what is read at all: the first MAX_INPUT_CHARS characters, said in the warning.
+    huge = parse_query("x" * (MAX_INPUT_CHARS + 10) + " tail")
+    assert "only its first 16,000 characters were read" in huge.warnings[0].message
+    assert "tail" not in huge.positives
 
 
 def test_the_cap_leaves_room_for_every_golden_query() -> None:
@@ -66,11 +76,35 @@ def test_the_cap_leaves_room_for_every_golden_query() -> None:
     assert 0 < longest * 5 <= MAX_QUERY_CHARS
 
 
-def test_the_cli_refuses_an_overlong_query_in_one_line(notes_kb: Path) -> None:
+def test_the_cli_searches_a_long_query_and_warns(notes_kb: Path) -> None:
     open_kb(notes_kb)
-    result = CliRunner().invoke(build_cli(None), ["search", "y" * 5000, "--kb", str(notes_kb)])
-    assert result.exit_code == 2
-    assert "the limit is 2,000" in result.output and "Traceback" not in result.output
+    query = "How are results from the lexical and vector legs fused? " + "Please explain. " * 200
+    result = CliRunner().invoke(build_cli(None), ["search", query, "--kb", str(notes_kb)])
+    assert result.exit_code == 0, result.output
+    assert "guide/search.md" in result.output and "Traceback" not in result.output
+    assert "characters are searched by meaning" in result.output
+
+
+def test_a_long_query_over_mcp_is_answered_with_a_warning_in_bounded_time(
+    notes_kb: Path,
+) -> None:
+    pasted = ("Ownership rules prevent data races in Rust; 検索 ランキング. " * 400)[
+        :MAX_INPUT_CHARS
+    ]
+
+    async def scenario(client: Client) -> tuple[float, float, dict[str, Any]]:
+        await client.call_tool("search", {"query": "ownership rules"})  # warm
+        started = time.perf_counter()
+        ok(await client.call_tool("search", {"query": "ownership rules"}))
+        normal = time.perf_counter() - started
+        started = time.perf_counter()
+        answer = ok(await client.call_tool("search", {"query": pasted}))
+        return normal, time.perf_counter() - started, answer
+
+    normal, elapsed, answer = drive_mcp(build_mcp_server(open_kb(notes_kb)), scenario)
+    assert answer["results"][0]["path"] == "notes/rust.md"
+    assert any("16,000 characters long" in w for w in answer["warnings"]), answer["warnings"]
+    assert elapsed < 40 * normal + 0.5, (elapsed, normal)
 
 
 def test_a_huge_query_over_mcp_is_refused_fast_and_small(notes_kb: Path) -> None:
@@ -94,7 +128,7 @@ def test_a_huge_query_over_mcp_is_refused_fast_and_small(notes_kb: Path) -> None
         return normal, elapsed, peak, refused
 
     normal, elapsed, peak, refused = drive_mcp(build_mcp_server(open_kb(notes_kb)), scenario)
-    assert refused.is_error and "at most 2000 characters" in text_of(refused)
+    assert refused.is_error and "at most 16000 characters" in text_of(refused)
     assert elapsed < 5 * normal + 0.05, (elapsed, normal)
     assert peak < 20 * len(huge), peak  # a few copies of the request, nothing per character
 

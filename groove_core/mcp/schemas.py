@@ -15,7 +15,7 @@ import structlog
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from groove_core.query import MAX_QUERY_CHARS
+from groove_core.query import MAX_INPUT_CHARS
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -257,7 +257,7 @@ def search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[insp
                 str,
                 Field(
                     min_length=1,
-                    max_length=MAX_QUERY_CHARS,
+                    max_length=MAX_INPUT_CHARS,
                     description="what to look for; see the query syntax above",
                 ),
             ],
