@@ -157,8 +157,7 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             self._arm()
-            if len(self.connections) > self.guard.max_connections:
-                self._make_room()
+            self._make_room()
 
         def data_received(self, data: bytes) -> None:
             super().data_received(data)
@@ -197,21 +196,29 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
                 self.transport.close()
 
         def _make_room(self) -> None:
-            others = [
-                c for c in self.connections if isinstance(c, GuardedH11Protocol) and c is not self
-            ]
-            waiting = [c for c in others if c._deadline]
-            if waiting:
-                oldest = min(waiting, key=lambda c: c._waiting_since)
-                _log.debug("connection cap reached: closing the one waiting longest for a request")
-            else:
-                # Every slot holds an answer in progress. Event streams (GET /mcp) stay open
-                # for as long as a client likes: closing the longest-running one, rather than
-                # the newcomer, keeps a handful of held streams from locking every other
-                # client out. A search takes milliseconds, so it is rarely the oldest.
-                oldest = min(others, key=lambda c: c._busy_since, default=self)
-                _log.debug("connection cap reached: closing the longest-running answer")
-            oldest.transport.close()
+            mine = [c for c in self.connections if isinstance(c, GuardedH11Protocol)]
+            closing = [c for c in mine if c.transport.is_closing()]
+            excess = len(mine) - len(closing) - self.guard.max_connections
+            if excess <= 0:
+                return
+            # A connection already closing is on its way out and must not be chosen again:
+            # else every newcomer of one accept batch picks the same one and the cap does
+            # not hold. abort() rather than close(), so that it is gone by the next turn of
+            # the loop even while it still has an answer to flush to a client that does
+            # not read; for the same reason a closing one is aborted too.
+            for conn in closing:
+                conn.transport.abort()
+            others = [c for c in mine if c is not self and not c.transport.is_closing()]
+            # Those waiting longest for a request first. With none waiting, every slot
+            # holds an answer in progress: event streams (GET /mcp) stay open for as long
+            # as a client likes, and closing the longest-running one rather than the
+            # newcomer keeps a handful of held streams from locking every other client
+            # out. A search takes milliseconds, so it is rarely the oldest.
+            waiting = sorted((c for c in others if c._deadline), key=lambda c: c._waiting_since)
+            busy = sorted((c for c in others if not c._deadline), key=lambda c: c._busy_since)
+            _log.debug("connection cap reached: closing %d to make room", excess)
+            for conn in (waiting + busy)[:excess]:
+                conn.transport.abort()
 
     return GuardedH11Protocol
 
