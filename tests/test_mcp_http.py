@@ -243,6 +243,50 @@ def test_held_event_streams_cannot_lock_out_a_real_client(notes_kb: Path) -> Non
                 sock.close()
 
 
+def _ping(port: int, session: str) -> int:
+    headers = {"mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    base = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    ping = {"jsonrpc": "2.0", "id": 2, "method": "ping"}
+    conn.request("POST", "/mcp", body=json.dumps(ping), headers={**base, **headers})
+    response = conn.getresponse()
+    response.read()
+    conn.close()
+    return response.status
+
+
+def test_sessions_past_the_cap_close_the_one_idle_longest(notes_kb: Path) -> None:
+    """The SDK alone kept 10,000 sessions for 30 minutes and then answered every new client
+    503 for as long: here a cap of 3, and the sessions idle longest make room."""
+    open_kb(notes_kb)
+    with serve(notes_kb, "--max-sessions", "3") as (port, _):
+        held = _session(port)
+        stream = socket.create_connection(("127.0.0.1", port), timeout=5)
+        stream.sendall(
+            (
+                "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+                f"mcp-session-id: {held}\r\nmcp-protocol-version: 2025-06-18\r\n\r\n"
+            ).encode()
+        )
+        try:
+            assert stream.recv(64).startswith(b"HTTP/1.1 200"), "no event stream opened"
+            sessions = [_session(port) for _ in range(8)]  # each admitted, none refused
+            assert [_ping(port, s) for s in sessions] == [404] * 6 + [200] * 2
+            assert _ping(port, held) == 200  # a request in flight: never idle, never closed
+            assert _search(f"http://127.0.0.1:{port}/mcp")
+        finally:
+            stream.close()
+
+
+def test_an_idle_session_is_closed_after_the_idle_timeout(notes_kb: Path) -> None:
+    open_kb(notes_kb)
+    with serve(notes_kb, "--session-idle-timeout", "1") as (port, _):
+        session = _session(port)
+        assert _ping(port, session) == 200
+        time.sleep(1.5)
+        assert _ping(port, session) == 404
+
+
 # -- 5. authentication and Host/Origin checks ---------------------------------------------
 
 

@@ -6,6 +6,11 @@
   real client timed out; uvicorn alone times out neither headers nor bodies. When the cap is
   reached, the connection that has waited longest for its request is closed to make room,
   so a slow sender cannot keep out a client that sends a whole request at once.
+- **Sessions**: at most ``max_sessions`` MCP sessions, each closed after
+  ``session_idle_timeout`` seconds without a request. The MCP SDK alone keeps 10,000 for 30
+  minutes and then answers every new client 503: 10,500 sessions opened in ~40 s locked
+  everyone out for half an hour. At the cap the session idle longest is closed instead (its
+  client gets 404 and starts a new one, as the protocol says).
 - **Authentication**: an optional bearer token, compared in constant time, never logged.
 - **Host and Origin**: always checked (DNS rebinding), against loopback names, the bound
   address and whatever ``--allow-host``/``--allow-origin`` add; the MCP SDK alone turns the
@@ -20,6 +25,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -32,6 +38,8 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_CONNECTIONS = 100
 DEFAULT_READ_TIMEOUT = 30.0
+DEFAULT_MAX_SESSIONS = 1000
+DEFAULT_SESSION_IDLE_TIMEOUT = 600.0
 #: Seconds an idle keep-alive connection stays open between requests (uvicorn's default).
 KEEP_ALIVE_TIMEOUT = 5
 #: Largest request head (request line and headers) in bytes; h11's own default.
@@ -51,6 +59,8 @@ _log = logging.getLogger("groove.http")
 class HttpLimits:
     max_connections: int = DEFAULT_MAX_CONNECTIONS
     read_timeout: float = DEFAULT_READ_TIMEOUT
+    max_sessions: int = DEFAULT_MAX_SESSIONS
+    session_idle_timeout: float = DEFAULT_SESSION_IDLE_TIMEOUT
 
 
 def is_loopback(host: str) -> bool:
@@ -223,6 +233,51 @@ def guarded_protocol(limits: HttpLimits) -> type[Any]:
     return GuardedH11Protocol
 
 
+# -- sessions ----------------------------------------------------------------------------
+
+
+def bound_sessions(server: MCPServer, limits: HttpLimits) -> None:
+    """At ``limits.max_sessions`` open sessions, close the one idle longest to admit a new one.
+
+    The SDK only refuses (503) at its limit, until some session expires; it offers no way
+    to choose one to close, so this wraps the method that admits a session (called under
+    the SDK's session lock, so admissions cannot race). mcp is pinned: the test of the cap
+    (tests/test_mcp_http.py) notices if that method or the session registry moves.
+    """
+    manager = server.session_manager
+    admit = manager._admit_session
+
+    def admit_with_room(requestor: Any) -> Any:
+        if len(manager._server_instances) >= limits.max_sessions:
+            _close_idlest(manager)
+        return admit(requestor)
+
+    manager._admit_session = admit_with_room  # type: ignore[method-assign]
+
+
+def _close_idlest(manager: Any) -> None:
+    """Close the session whose last request ended longest ago; none while all are busy.
+
+    A session's idle scope has an infinite deadline while a request is in flight (an open
+    event stream included), else the time its idle timeout runs out: the smallest finite
+    deadline is the session idle longest.
+    """
+    idle = {
+        session_id: transport.idle_scope.deadline
+        for session_id, transport in manager._server_instances.items()
+        if transport.idle_scope is not None and math.isfinite(transport.idle_scope.deadline)
+    }
+    if not idle:
+        return  # every session is answering: the SDK refuses the newcomer (503)
+    session_id = min(idle, key=idle.__getitem__)
+    _log.debug("session cap reached: closing the session idle longest")
+    # Forgotten at once (its id answers 404 from now on, and the slot is free for the
+    # newcomer); cancelling its idle scope ends its server task, which terminates it.
+    transport = manager._server_instances.pop(session_id)
+    manager._session_owners.pop(session_id, None)
+    transport.idle_scope.cancel()
+
+
 # -- running -----------------------------------------------------------------------------
 
 
@@ -233,11 +288,18 @@ def http_app(
     token: str | None,
     allow_hosts: tuple[str, ...] = (),
     allow_origins: tuple[str, ...] = (),
+    limits: HttpLimits | None = None,
 ) -> ASGIApp:
-    """The ASGI app of ``server`` at /mcp, with Host/Origin checks and the token check."""
+    """The ASGI app of ``server`` at /mcp, with Host/Origin checks, the token check and
+    groove's session limits."""
+    limits = limits or HttpLimits()
     app: ASGIApp = server.streamable_http_app(
-        transport_security=security_settings(host, allow_hosts, allow_origins), host=host
+        transport_security=security_settings(host, allow_hosts, allow_origins),
+        host=host,
+        max_sessions=limits.max_sessions,
+        session_idle_timeout=limits.session_idle_timeout,
     )
+    bound_sessions(server, limits)
     return BearerAuth(app, token) if token else app
 
 
@@ -255,7 +317,12 @@ def run_http(
     import uvicorn
 
     app = http_app(
-        server, host=host, token=token, allow_hosts=allow_hosts, allow_origins=allow_origins
+        server,
+        host=host,
+        token=token,
+        allow_hosts=allow_hosts,
+        allow_origins=allow_origins,
+        limits=limits,
     )
     config = uvicorn.Config(
         app,

@@ -6,6 +6,7 @@ the index and the embedder load when the command runs.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,9 @@ from groove_core.frontend import LOG_LEVELS, configure_logging, handle_errors, s
 from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS
 from groove_core.mcp.http import (
     DEFAULT_MAX_CONNECTIONS,
+    DEFAULT_MAX_SESSIONS,
     DEFAULT_READ_TIMEOUT,
+    DEFAULT_SESSION_IDLE_TIMEOUT,
     TOKEN_ENV,
     HttpLimits,
     connection_cap,
@@ -104,6 +107,22 @@ class HttpOptions:
     "as truncated.",
 )
 @click.option(
+    "--max-sessions",
+    type=click.IntRange(1),
+    default=DEFAULT_MAX_SESSIONS,
+    show_default=True,
+    help="HTTP: MCP sessions open at most; at the cap the one idle longest is closed to "
+    "admit a new one.",
+)
+@click.option(
+    "--session-idle-timeout",
+    type=click.FloatRange(1.0),
+    default=DEFAULT_SESSION_IDLE_TIMEOUT,
+    show_default=True,
+    help="HTTP: seconds a session may go without a request before it is closed (its client "
+    "then starts a new one).",
+)
+@click.option(
     "--readers",
     type=click.IntRange(1, 64),
     default=None,
@@ -135,6 +154,8 @@ def serve_cmd(
     allow_origins: tuple[str, ...],
     max_connections: int,
     read_timeout: float,
+    max_sessions: int,
+    session_idle_timeout: float,
     max_response_chars: int,
     readers: int | None,
     watch: bool,
@@ -148,7 +169,7 @@ def serve_cmd(
     """
     # Before anything logs; handle_errors keeps a level chosen here (docs/mcp.md).
     configure_logging(log_level, server=True)
-    limits = HttpLimits(max_connections=max_connections, read_timeout=read_timeout)
+    limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
     folders = handle_errors(search_folders)(kbs, all_kbs)
     handle_errors(_serve)(
@@ -236,13 +257,15 @@ def _serve_http(server: Any, http: HttpOptions, log_level: str) -> None:
         auth="bearer token" if token else "none",
         max_connections=cap,
         read_timeout=http.limits.read_timeout,
+        max_sessions=http.limits.max_sessions,
+        session_idle_timeout=http.limits.session_idle_timeout,
     )
     run_http(
         server,
         host=http.host,
         port=http.port,
         token=token,
-        limits=HttpLimits(max_connections=cap, read_timeout=http.limits.read_timeout),
+        limits=dataclasses.replace(http.limits, max_connections=cap),
         allow_hosts=http.allow_hosts,
         allow_origins=http.allow_origins,
         log_level="warning" if log_level == "info" else log_level,
