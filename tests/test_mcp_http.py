@@ -331,6 +331,18 @@ def test_host_checks_stay_on_when_binding_every_address(notes_kb: Path, tmp_path
         assert _post(port, {**auth, "Origin": "https://app.example"})[0] == 200
 
 
+def test_a_host_or_origin_that_only_starts_like_loopback_is_refused(notes_kb: Path) -> None:
+    """The SDK matches 'name:*' by prefix: '127.0.0.1:80@evil.example' passed as loopback."""
+    open_kb(notes_kb)
+    with serve(notes_kb) as (port, _):
+        for host in ("127.0.0.1:80@evil.example", "localhost:1.evil.example", "127.0.0.1:/x"):
+            assert _post(port, {"Host": host})[0] == 400, host
+        for origin in ("http://127.0.0.1:80@evil.example", "http://localhost:1.evil.example"):
+            assert _post(port, {"Origin": origin})[0] == 403, origin
+        assert _post(port, {"Host": f"localhost:{port}"})[0] == 200
+        assert _post(port, {"Host": f"[::1]:{port}", "Origin": f"http://[::1]:{port}"})[0] == 200
+
+
 def test_binding_a_non_loopback_address_without_a_token_warns(notes_kb: Path) -> None:
     open_kb(notes_kb)
     with serve(notes_kb, "--host", "0.0.0.0") as (_, proc):

@@ -14,7 +14,8 @@
 - **Authentication**: an optional bearer token, compared in constant time, never logged.
 - **Host and Origin**: always checked (DNS rebinding), against loopback names, the bound
   address and whatever ``--allow-host``/``--allow-origin`` add; the MCP SDK alone turns the
-  checks off for any address other than loopback.
+  checks off for any address other than loopback. Both must be well formed first: the SDK
+  matches ``name:*`` by prefix, so ``127.0.0.1:80@evil.example`` passed as loopback.
 
 uvicorn and the MCP SDK are imported by the functions that need them: ``groove --help``
 imports this module's callers only.
@@ -26,6 +27,7 @@ import hmac
 import ipaddress
 import logging
 import math
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -112,6 +114,43 @@ def security_settings(
     return TransportSecuritySettings(
         enable_dns_rebinding_protection=True, allowed_hosts=hosts, allowed_origins=origins
     )
+
+
+#: ``name[:port]``: a DNS name or IPv4 address, or a bracketed IPv6 address.
+_HOST_VALUE = r"(?:[A-Za-z0-9_.-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?"
+_HOST_RE = re.compile(_HOST_VALUE)
+_ORIGIN_RE = re.compile(rf"[A-Za-z][A-Za-z0-9+.-]*://{_HOST_VALUE}|null")
+
+
+class WellFormedHost:
+    """Refuse a request whose Host (400) or Origin (403) header is not a plain host and port.
+
+    The MCP SDK accepts ``name:*`` by prefix (``host.startswith("name:")``), so anything
+    after the colon passed: ``127.0.0.1:80@evil.example`` counted as loopback. Once the
+    value is known to be ``name[:digits]`` that prefix match is exact.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            hosts = [v for k, v in scope["headers"] if k == b"host"]
+            origins = [v for k, v in scope["headers"] if k == b"origin"]
+            refusal = None
+            if len(hosts) != 1 or not _HOST_RE.fullmatch(hosts[0].decode("latin-1")):
+                refusal = ("Invalid Host header", 400)
+            elif len(origins) > 1 or not all(
+                _ORIGIN_RE.fullmatch(o.decode("latin-1")) for o in origins
+            ):
+                refusal = ("Invalid Origin header", 403)
+            if refusal is not None:
+                from starlette.responses import PlainTextResponse
+
+                _log.debug("refusing a request: %s", refusal[0].lower())
+                await PlainTextResponse(refusal[0], status_code=refusal[1])(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
 
 
 # -- the bearer token --------------------------------------------------------------------
@@ -300,6 +339,7 @@ def http_app(
         session_idle_timeout=limits.session_idle_timeout,
     )
     bound_sessions(server, limits)
+    app = WellFormedHost(app)
     return BearerAuth(app, token) if token else app
 
 
