@@ -365,3 +365,53 @@ def test_an_unreadable_token_file_stops_the_server_clearly(notes_kb: Path, tmp_p
         )
         assert proc.returncode == 1 and message in proc.stderr, proc.stderr
         assert "Traceback" not in proc.stderr
+
+
+def _refused(kb: Path, *args: str, env: dict[str, str] | None = None) -> str:
+    """stderr of a ``groove serve`` that must stop at once, with one line and status 1."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "groove_core", "serve", "--kb", str(kb), *args],
+        env=env or ENV,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode in (1, 2), (proc.returncode, proc.stderr)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.stderr
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "large"])
+def test_a_token_file_that_is_no_small_regular_file_is_refused_unread(
+    notes_kb: Path, tmp_path: Path, kind: str
+) -> None:
+    """A FIFO used to block the start forever, /dev/zero to be read until MemoryError."""
+    open_kb(notes_kb)
+    path = tmp_path / "token"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path(os.devnull)
+    else:
+        path.write_text("t" * 5000, encoding="utf-8")
+    err = _refused(notes_kb, "--transport", "http", "--token-file", str(path))
+    why = "larger than 4,096 bytes" if kind == "large" else "not a regular file"
+    assert f"cannot read the token file {path}: {why}" in err, err
+
+
+@pytest.mark.parametrize("value", ["", "  ", "two words"])
+def test_a_token_variable_set_but_empty_is_refused_not_taken_for_no_auth(
+    notes_kb: Path, value: str
+) -> None:
+    open_kb(notes_kb)
+    err = _refused(notes_kb, "--transport", "http", env={**ENV, "GROOVE_MCP_TOKEN": value})
+    assert "$GROOVE_MCP_TOKEN is set but is not one token" in err, err
+
+
+def test_a_token_file_on_stdio_is_refused(notes_kb: Path, tmp_path: Path) -> None:
+    """It was silently ignored: a server started as if authenticated, and was not."""
+    open_kb(notes_kb)
+    (tmp_path / "token").write_text(TOKEN, encoding="utf-8")
+    err = _refused(notes_kb, "--token-file", str(tmp_path / "token"))
+    assert "--token-file applies to --transport http only" in err, err

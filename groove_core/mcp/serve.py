@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,9 @@ from groove_core.mcp.http import (
 
 #: Mirrors groove_core.mcp.threads.DEFAULT_READERS without loading asyncio (a test pins it).
 DEFAULT_READERS = 2
+#: A bearer token is a few dozen characters: a file longer than this is the wrong file, and
+#: reading on would let it (or a device) exhaust memory.
+MAX_TOKEN_BYTES = 4096
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class HttpOptions:
     "--token-file",
     type=click.Path(dir_okay=False, path_type=Path),
     help=f"HTTP: require 'Authorization: Bearer TOKEN', the token read from this file "
-    f"(or from ${TOKEN_ENV}). Never logged.",
+    f"(or from ${TOKEN_ENV}). Never logged. Refused on stdio.",
 )
 @click.option(
     "--allow-host",
@@ -99,14 +103,6 @@ class HttpOptions:
     help="HTTP: seconds a connection has to deliver a whole request (headers and body).",
 )
 @click.option(
-    "--max-response-chars",
-    type=click.IntRange(MIN_RESPONSE_CHARS),
-    default=DEFAULT_MAX_RESPONSE_CHARS,
-    show_default=True,
-    help="Size budget of each tool response, in characters; what does not fit is reported "
-    "as truncated.",
-)
-@click.option(
     "--max-sessions",
     type=click.IntRange(1),
     default=DEFAULT_MAX_SESSIONS,
@@ -121,6 +117,14 @@ class HttpOptions:
     show_default=True,
     help="HTTP: seconds a session may go without a request before it is closed (its client "
     "then starts a new one).",
+)
+@click.option(
+    "--max-response-chars",
+    type=click.IntRange(MIN_RESPONSE_CHARS),
+    default=DEFAULT_MAX_RESPONSE_CHARS,
+    show_default=True,
+    help="Size budget of each tool response, in characters; what does not fit is reported "
+    "as truncated.",
 )
 @click.option(
     "--readers",
@@ -167,6 +171,10 @@ def serve_cmd(
     Several --kb (or --all) serve several knowledge bases from one server: the tools take
     a `kb` argument, and search covers them all by default.
     """
+    if token_file is not None and transport == "stdio":
+        # Silently serving without the authentication asked for would be worse than not
+        # starting: on stdio the client starts groove itself and nothing is authenticated.
+        raise click.UsageError("--token-file applies to --transport http only, not stdio")
     # Before anything logs; handle_errors keeps a level chosen here (docs/mcp.md).
     configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
@@ -181,16 +189,60 @@ def read_token(token_file: Path | None) -> str | None:
     """The bearer token from ``token_file``, else from the environment, else None."""
     from groove_core.config import ConfigError
 
-    if token_file is None:
-        token = os.environ.get(TOKEN_ENV, "").strip()
-        return token or None
-    try:
-        token = token_file.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as err:
-        raise ConfigError(f"cannot read the token file {token_file}: {err}") from None
+    if token_file is not None:
+        token = _read_token_file(token_file)
+        if not token or any(c.isspace() for c in token):
+            raise ConfigError(f"the token file {token_file} must hold one token, without spaces")
+        return token
+    if TOKEN_ENV not in os.environ:
+        return None
+    token = os.environ[TOKEN_ENV].strip()
+    # Set but empty is a mistake (a variable that failed to expand), never "no auth".
     if not token or any(c.isspace() for c in token):
-        raise ConfigError(f"the token file {token_file} must hold one token, without spaces")
+        raise ConfigError(
+            f"${TOKEN_ENV} is set but is not one token without spaces: set it to a token, "
+            "or unset it to serve without authentication"
+        )
     return token
+
+
+def _read_token_file(path: Path) -> str:
+    """Its text, read only if it is a regular file of at most MAX_TOKEN_BYTES bytes.
+
+    A FIFO would block the start forever and a device such as /dev/zero never ends: both
+    are refused from their metadata, and the open is non-blocking so that neither can stall
+    it should the path change in between.
+    """
+    from groove_core.config import ConfigError
+
+    def refuse(why: str) -> ConfigError:
+        return ConfigError(f"cannot read the token file {path}: {why}")
+
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise refuse("not a regular file")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as err:
+        raise refuse(err.strerror or str(err)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise refuse("not a regular file")
+        data = b""
+        while len(data) <= MAX_TOKEN_BYTES:
+            chunk = os.read(fd, MAX_TOKEN_BYTES + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
+    except OSError as err:
+        raise refuse(err.strerror or str(err)) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_TOKEN_BYTES:
+        raise refuse(f"larger than {MAX_TOKEN_BYTES:,} bytes, too large for a token")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise refuse("not UTF-8 text") from None
 
 
 def _serve(
@@ -209,6 +261,8 @@ def _serve(
     from groove_core.mcp.server import build_mcp_server
 
     log = structlog.get_logger("groove.serve")
+    # Before the index and the embedder load: a bad token source stops the start at once.
+    token = read_token(http.token_file) if transport == "http" else None
     if len(folders) > 1:
         from groove_core.several import open_kbs
 
@@ -232,16 +286,15 @@ def _serve(
     if transport == "stdio":
         server.run("stdio")
     else:
-        _serve_http(server, http, log_level)
+        _serve_http(server, http, token, log_level)
 
 
-def _serve_http(server: Any, http: HttpOptions, log_level: str) -> None:
+def _serve_http(server: Any, http: HttpOptions, token: str | None, log_level: str) -> None:
     import structlog
 
     from groove_core.mcp.http import run_http
 
     log = structlog.get_logger("groove.serve")
-    token = read_token(http.token_file)
     if not token and not is_loopback(http.host):
         log.warning(
             "serving without authentication on a non-loopback address: anyone who can reach "
