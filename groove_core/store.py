@@ -332,6 +332,13 @@ def lexical_rules() -> str:
     return f"unicode {unicodedata.unidata_version}; words {words.SEGMENTATION}"
 
 
+def _words_rules(recorded: str | None) -> str | None:
+    """The word segmentation named by a recorded :func:`lexical_rules` value."""
+    if recorded is None or "; words " not in recorded:
+        return None
+    return recorded.rsplit("; words ", 1)[1]
+
+
 #: (chunk id, heading, context, content) as the lexical tables index them (NFKC).
 LexicalRow = tuple[int, str, str, str]
 
@@ -745,6 +752,12 @@ class Store:
                     "upgrading",
                     "Each completed upgrade step was kept and the failed one rolled back.",
                 ) from None
+        try:
+            self._check_segmentation()
+        except sqlite_errors() as err:
+            raise classify_error(
+                err, self.label, "upgrading", "The word table was left as it was."
+            ) from None
 
     def _create_schema(self) -> None:
         for statement in _SCHEMA.split(";"):
@@ -805,6 +818,19 @@ class Store:
 
     def set_meta(self, key: str, value: str) -> None:
         _set_meta(self.conn, key, value)
+
+    def _check_segmentation(self) -> None:
+        """On open: an index whose word table was written by other word rules (a groove
+        before the English stemmer) has its lexical tables re-filled from the stored chunks,
+        since a query's tokens would not match the old ones. The vectors are kept: no
+        re-embedding. Only the words part counts here; a different Unicode database changes
+        no token a search sees, and is left to the next write (:meth:`_check_lexical_rules`)."""
+        if _words_rules(self.get_meta(LEXICAL_RULES_KEY)) == words.SEGMENTATION:
+            return
+        with self.transaction():
+            # Another connection may have re-filled it while this one waited for the lock.
+            if _words_rules(self.get_meta(LEXICAL_RULES_KEY)) != words.SEGMENTATION:
+                refill_lexical(self.conn)
 
     def _check_lexical_rules(self) -> None:
         """Before lexical rows are written or deleted (in the write transaction): an index

@@ -9,8 +9,12 @@ analysis out of the core):
   a one-character run is a unigram (``型``);
 * hiragana is dropped: in running text it is particles and inflections (は, が, の, する),
   which match almost everything and carry no topic;
-* every other run of letters and digits is a lower-cased word with a light English plural
-  stemmer (Harman's S-stemmer), so ``pipelines`` finds ``pipeline``.
+* every other run of letters and digits is a lower-cased word; a Latin-script word is
+  analysed as Lucene's ``EnglishAnalyzer`` does: a possessive ``'s`` is dropped and the
+  word is reduced by the Snowball English (Porter2) stemmer, so ``running`` finds ``run``
+  and ``connections`` finds ``connected`` (ADR-0013). English stop words (``the``, ``of``)
+  stay in the table, so that a quoted phrase still matches them in place, and are left out
+  of a query's plain words (:func:`query_terms`), where they would match almost every row.
 
 The tokens are joined with spaces and indexed by FTS5's ``unicode61`` tokenizer, which then
 only splits at those spaces. The table is contentless (schema 4): it keeps the index, not
@@ -28,12 +32,16 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
+
+import Stemmer
 
 __all__ = [
     "MAX_TERMS",
     "SEGMENTATION",
+    "STOP_WORDS",
     "WORD_SCHEMA",
     "create_table",
     "delete_rows",
@@ -52,7 +60,7 @@ __all__ = [
 #: The version of the segmentation rules below. Change it with any change to what
 #: ``segment`` returns: deleting a row of the contentless table needs the very text the row
 #: was written with, and an index whose recorded rules differ is re-filled first.
-SEGMENTATION = "1"
+SEGMENTATION = "2"
 
 #: Per-query cap on distinct terms; FTS5 cost is roughly linear in them (as MAX_PHRASES).
 MAX_TERMS = 48
@@ -83,15 +91,46 @@ _RANKED_FILTERED_SQL = (
 )
 
 
-def _stem(word: str) -> str:
-    """Harman's S-stemmer: plurals only, so it never merges unrelated words."""
-    if len(word) > 3 and word.endswith("ies") and not word.endswith(("eies", "aies")):
-        return word[:-3] + "y"
-    if len(word) > 3 and word.endswith("es") and not word.endswith(("aes", "ees", "oes")):
-        return word[:-1]
-    if len(word) > 2 and word.endswith("s") and not word.endswith(("us", "ss")):
-        return word[:-1]
-    return word
+#: The English stop list published with the Snowball stemmer (snowballstem.org), without
+#: its contractions (the tokenizer splits at an apostrophe, so they never reach it). Lucene's
+#: EnglishAnalyzer drops a shorter list (33 words) at index time as well; here the table
+#: keeps every word, so that a quoted phrase matches in place, and only a query's plain
+#: words lose them. The longer list also drops the question words (what, how, which) of a
+#: natural-language query, which match almost every English row; ADR-0013 has the figures.
+_STOP_TEXT = (
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his "
+    "himself she her hers herself it its itself they them their theirs themselves what "
+    "which who whom this that these those am is are was were be been being have has had "
+    "having do does did doing would should could ought cannot a an the and but if or "
+    "because as until while of at by for with about against between into through during "
+    "before after above below to from up down in out on off over under again further then "
+    "once here there when where why how all any both each few more most other some such "
+    "no nor not only own same so than too very"
+)
+STOP_WORDS = frozenset(_STOP_TEXT.split())
+
+#: Latin script up to Latin Extended-B: the words the English stemmer is meant for. Other
+#: alphabets (Cyrillic, Greek) are kept whole rather than cut by English suffix rules.
+_LATIN_WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+")
+# Lucene's EnglishPossessiveFilter: a trailing 's is part of no word (``engine's``).
+_POSSESSIVE = re.compile(r"(?<=[^\W_])['\u2019]s\b", re.IGNORECASE)
+
+# PyStemmer's objects are not thread-safe (searches run on several threads): one per thread.
+# Each keeps its own cache of recent words, which makes running text cheap to stem.
+_local = threading.local()
+
+
+def _stemmer() -> Any:
+    found = getattr(_local, "stemmer", None)
+    if found is None:
+        found = _local.stemmer = Stemmer.Stemmer("english")
+    return found
+
+
+def _word(lowered: str) -> str:
+    if _LATIN_WORD.fullmatch(lowered):
+        return str(_stemmer().stemWord(lowered))
+    return lowered
 
 
 def _bigrams(run: str) -> Iterable[str]:
@@ -100,16 +139,19 @@ def _bigrams(run: str) -> Iterable[str]:
     return (run[i : i + 2] for i in range(len(run) - 1))
 
 
-def tokens(text: str) -> list[str]:
-    """The word tokens of NFKC-normalised ``text``, in order (repeats kept)."""
+def tokens(text: str, *, drop_stop_words: bool = False) -> list[str]:
+    """The word tokens of NFKC-normalised ``text``, in order (repeats kept); without
+    English stop words when ``drop_stop_words`` (a query's plain words)."""
     out: list[str] = []
-    for match in _RUNS.finditer(text):
+    for match in _RUNS.finditer(_POSSESSIVE.sub("", text)):
         kanji, katakana, other = match.groups()
         run = kanji or katakana
         if run:
             out.extend(_bigrams(run))
         elif other:
-            out.append(_stem(other.lower()))
+            lowered = other.lower()
+            if not (drop_stop_words and lowered in STOP_WORDS):
+                out.append(_word(lowered))
     return out
 
 
@@ -131,16 +173,25 @@ def _quote(phrase: str) -> str:
 
 def query_terms(parts: Sequence[tuple[str, bool]]) -> tuple[list[str], bool]:
     """(FTS5 terms, truncated): a plain part gives one term per distinct token, a quoted
-    part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously)."""
+    part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously).
+
+    English stop words are left out of plain parts and kept in quoted ones (``"state of
+    the art"`` is a phrase of four tokens). A query of nothing but stop words keeps them:
+    a search for ``to be or not to be`` has no other words to look up."""
+    terms = _terms(parts, drop_stop_words=True) or _terms(parts, drop_stop_words=False)
+    distinct = list(dict.fromkeys(terms))
+    return distinct[:MAX_TERMS], len(distinct) > MAX_TERMS
+
+
+def _terms(parts: Sequence[tuple[str, bool]], *, drop_stop_words: bool) -> list[str]:
     terms: list[str] = []
     for text, quoted in parts:
-        found = tokens(text)
+        found = tokens(text, drop_stop_words=drop_stop_words and not quoted)
         if quoted and len(found) > 1:
             terms.append(" ".join(found))
         else:
             terms.extend(found)
-    distinct = list(dict.fromkeys(terms))
-    return distinct[:MAX_TERMS], len(distinct) > MAX_TERMS
+    return terms
 
 
 def match_expr(terms: Sequence[str]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,14 @@ from groove_core.config import parse_config
 from groove_core.fusion import rrf
 from groove_core.models import LegHit, LegResult
 from groove_core.query import normalize
-from groove_core.store import SCHEMA_VERSION, Store, check_consistency
+from groove_core.store import (
+    LEXICAL_RULES_KEY,
+    SCHEMA_VERSION,
+    VECTORS_VERSION_KEY,
+    Store,
+    check_consistency,
+    lexical_rules,
+)
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 from groove_core.weighting import Features, cjk_share, leg_weights, query_script
 
@@ -38,12 +46,65 @@ def test_tokens_bigrams_unigrams_and_stems() -> None:
     assert words.tokens("データ型") == ["デー", "ータ", "型"]
     assert words.tokens("ML Pipelines, queries and class") == [
         "ml",
-        "pipeline",
-        "query",
+        "pipelin",
+        "queri",
         "and",
         "class",
     ]
     assert words.tokens("については") == []  # hiragana only: nothing topical
+
+
+def test_english_words_are_stemmed_as_lucene_englishanalyzer_does() -> None:
+    stem = words.tokens
+    assert stem("running") == stem("run") == stem("runs") == ["run"]
+    assert stem("connections") == stem("connected") == stem("connect") == ["connect"]
+    # A possessive 's is no word of its own, curly apostrophe or straight.
+    assert (
+        stem("the engine's thrust")
+        == stem("the engine\u2019s thrust")
+        == ["the", "engin", "thrust"]
+    )
+    assert stem("engines' flows") == ["engin", "flow"]
+    # Japanese, other alphabets and code-like words are not cut by English rules.
+    assert stem("状態管理のテスト") == ["状態", "態管", "管理", "テス", "スト"]
+    assert stem("Привет GPT4o") == ["привет", "gpt4o"]
+
+
+def test_stop_words_leave_queries_but_not_phrases() -> None:
+    terms, _ = words.query_terms([("the state of the art", False)])
+    assert terms == ["state", "art"]
+    # A quoted phrase keeps them, in place: the table keeps them too.
+    terms, _ = words.query_terms([("state of the art", True)])
+    assert terms == ["state of the art"]
+    assert "of" in words.segment("state of the art").split()
+    # A query of nothing but stop words still looks them up.
+    terms, _ = words.query_terms([("to be or not to be", False)])
+    assert terms == ["to", "be", "or", "not"]
+    # Japanese is untouched by the English stop list.
+    terms, _ = words.query_terms([("状態 の 管理", False)])
+    assert terms == ["状態", "管理"]
+
+
+def test_english_queries_find_inflected_forms(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "engine.md": "# Engines\n\nThe engine's connections were running hot.\n",
+            "other.md": "# Other\n\nA note about the state of the art in gardening.\n",
+        },
+        config=FAST_CONFIG,
+    )
+    app = open_kb(kb, entry_points=False)
+    for query in ("run connect", "connection", "engine"):
+        _, legs, _ = app.search_explained(query)
+        word = next(leg for leg in legs if leg.name == "word")
+        paths = [app.store.chunk_rows([h.chunk_id])[h.chunk_id].path for h in word.hits]
+        assert paths == ["engine.md"], query
+    # Stop words would match both notes; left out, the query's one topical word decides.
+    _, legs, _ = app.search_explained("the art of the")
+    word = next(leg for leg in legs if leg.name == "word")
+    assert word.meta["terms"] == ["art"]
+    app.close()
 
 
 def test_segment_ignores_heading_anchors() -> None:
@@ -136,6 +197,48 @@ def test_schema_1_index_migrates_in_place(kb: Path) -> None:
     df = words.document_frequencies(store.conn, ["部屋", "状態", "無い"])
     assert df == {"部屋": 1, "状態": 1, "無い": 0}
     store.close()
+
+
+def test_an_index_under_the_plural_only_rules_is_refilled_on_open(tmp_path: Path) -> None:
+    """An index written before the English stemmer: opening it (for a search, not only an
+    index run) re-fills the word table from the stored chunks; the vectors are kept."""
+    files = {**NOTES, "engine.md": "# Engines\n\nThe engine's connections were running hot.\n"}
+    kb = make_kb(tmp_path / "kb", files, config=FAST_CONFIG)
+    app = open_kb(kb, entry_points=False)
+    conn = app.store.conn
+    fresh_vocab = conn.execute("SELECT term, doc, cnt FROM word_vocab ORDER BY term").fetchall()
+    vectors = conn.execute("SELECT chunk_id, embedding FROM vec_chunks ORDER BY 1").fetchall()
+    version = app.store.get_meta(VECTORS_VERSION_KEY)
+    with app.store.transaction():  # the rows as the plural-only rules wrote them
+        rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
+        conn.execute("INSERT INTO word_chunks(word_chunks) VALUES ('delete-all')")
+        conn.executemany(
+            "INSERT INTO word_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+            [
+                (i, *(" ".join(re.findall(r"\w+", normalize(t).lower())) for t in f))
+                for i, *f in rows
+            ],
+        )
+        app.store.set_meta(
+            LEXICAL_RULES_KEY, lexical_rules().replace(f"words {words.SEGMENTATION}", "words 1")
+        )
+    assert not words.search(conn, '"run"', (2.0, 1.0, 1.0), 10)
+    app.close()
+
+    app = open_kb(kb, entry_points=False, index=False)
+    conn = app.store.conn
+    assert app.store.get_meta(LEXICAL_RULES_KEY) == lexical_rules()
+    assert conn.execute("SELECT term, doc, cnt FROM word_vocab ORDER BY term").fetchall() == (
+        fresh_vocab
+    )
+    assert conn.execute("SELECT chunk_id, embedding FROM vec_chunks ORDER BY 1").fetchall() == (
+        vectors
+    )
+    assert app.store.get_meta(VECTORS_VERSION_KEY) == version  # no re-embedding, no reload
+    assert check_consistency(app.store).ok
+    response = app.search("running connection")
+    assert response.results[0].path == "engine.md"
+    app.close()
 
 
 def test_weighted_rrf_and_zero_weight() -> None:

@@ -102,7 +102,9 @@ class PostgresBackend:
                 f"no index {self.label} in this database: run 'groove index' on the knowledge "
                 "base first"
             )
-        return PostgresStore(self.db, kb_id, self.kb)
+        store = PostgresStore(self.db, kb_id, self.kb)
+        store.check_word_rules()
+        return store
 
     def current(self, store: IndexStore) -> bool:
         """Whether ``store`` still reads the live rows (one indexed lookup)."""
@@ -141,6 +143,7 @@ class PostgresBackend:
             if live is not None:
                 # Before anything else: a killed filling build's frequencies are recounted.
                 PostgresStore(db, live, self.kb).recover_statistics()
+                PostgresStore(db, live, self.kb).check_word_rules()
             if mode == "update":
                 assert live is not None
                 store = PostgresStore(db, live, self.kb)

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from groove_core import links as core_links
+from groove_core import words
 from groove_core.query import normalize
 from groove_core.rows import (
     Backlink,
@@ -98,6 +99,10 @@ KNN_MARGIN = 32
 #: (``PostgresStore.defer_statistics``): while it is set, ``trigram_df`` and ``word_df``
 #: lack some of the KB's rows, and the next run recounts them before anything else.
 STATS_PENDING_KEY = "df_pending"
+#: The meta key of the word rules (``groove_core.words.SEGMENTATION``) the KB's word columns
+#: were written under: a KB written under other rules has them rewritten on open
+#: (:meth:`PostgresStore.check_word_rules`), as SQLite re-fills its word table.
+WORD_RULES_KEY = "word_rules"
 #: The states of a KB's row in ``kbs``.
 LIVE, STAGING, RETIRED = "live", "staging", "retired"
 #: A search waits for a pooled connection in slices this long (seconds); between them it
@@ -374,6 +379,12 @@ class Database:
                         f"INSERT INTO {self.s}.kbs(name, state) VALUES (%s, %s) RETURNING id",
                         (name, state),
                     ).fetchone()
+                    assert row is not None
+                    # A new KB is written under this process's rules from its first row.
+                    conn.execute(
+                        f"INSERT INTO {self.s}.meta(kb, key, value) VALUES (%s, %s, %s)",
+                        (int(row[0]), WORD_RULES_KEY, words.SEGMENTATION),
+                    )
         return None if row is None else int(row[0])
 
     @property
@@ -618,10 +629,57 @@ class PostgresStore:
                     f"no index {db.label} in this database: run 'groove index' on the "
                     "knowledge base first"
                 )
+            store = cls(db, kb_id, kb, owns_db=True)
+            store.check_word_rules()
         except BaseException:
             db.close()
             raise
-        return cls(db, kb_id, kb, owns_db=True)
+        return store
+
+    def check_word_rules(self) -> None:
+        """Rewrite the word columns of every chunk, their token counts and the word
+        document frequencies when the KB was written under other word rules (a groove
+        before the English stemmer): a query's tokens would not match the old ones. The
+        text, the trigram columns and the vectors stay: no re-embedding."""
+        if self.get_meta(WORD_RULES_KEY) == words.SEGMENTATION:
+            return
+        with self.transaction() as conn:
+            # The KB's write lock is held: another process may have done it meanwhile.
+            if self.get_meta(WORD_RULES_KEY) == words.SEGMENTATION:
+                return
+            rows = conn.execute(
+                f"SELECT id, heading, context, content FROM {self._s}.chunks WHERE kb = %s",
+                (self.kb_id,),
+            ).fetchall()
+            updates = []
+            for chunk_id, *texts in rows:
+                tokens = [wordleg.column_tokens(normalize(t)) for t in texts]
+                terms = sorted({t for column in tokens for t in column})
+                wtok = sum(len(column) for column in tokens)
+                updates.append((*(wordleg.padded(c) for c in tokens), terms, wtok, chunk_id))
+            with conn.cursor() as cur:
+                cur.executemany(
+                    f"UPDATE {self._s}.chunks SET heading_w = %s, context_w = %s, "
+                    "content_w = %s, wterms = %s, wtok = %s WHERE id = %s",
+                    updates,
+                )
+            conn.execute(
+                f"UPDATE {self._s}.kbs SET wtok = (SELECT coalesce(sum(wtok), 0) "
+                f"FROM {self._s}.chunks WHERE kb = %s) WHERE id = %s",
+                (self.kb_id, self.kb_id),
+            )
+            counted = self.counted_frequencies()["word_df"]
+            conn.execute(f"DELETE FROM {self._s}.word_df WHERE kb = %s", (self.kb_id,))
+            conn.execute(
+                f"INSERT INTO {self._s}.word_df(kb, term, df) SELECT %s, term, df "
+                f"FROM ({counted}) c",
+                (self.kb_id, self.kb_id),
+            )
+            conn.execute(
+                f"INSERT INTO {self._s}.meta(kb, key, value) VALUES (%s, %s, %s) "
+                "ON CONFLICT (kb, key) DO UPDATE SET value = excluded.value",
+                (self.kb_id, WORD_RULES_KEY, words.SEGMENTATION),
+            )
 
     @property
     def pool(self) -> ConnectionPool[Any]:

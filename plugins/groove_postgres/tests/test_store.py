@@ -5,6 +5,7 @@ check and the index-run lock."""
 from __future__ import annotations
 
 import hashlib
+import re
 import threading
 import time
 from dataclasses import asdict
@@ -13,10 +14,17 @@ from typing import Any
 
 import numpy as np
 import pytest
+from groove_postgres import wordleg
 from groove_postgres.settings import PostgresSettings
-from groove_postgres.store import SCHEMA_VERSION, PostgresStore, PostgresStoreError
+from groove_postgres.store import (
+    SCHEMA_VERSION,
+    WORD_RULES_KEY,
+    PostgresStore,
+    PostgresStoreError,
+)
 from groove_postgres.testing import EmbeddedPostgres
 
+from groove_core import words
 from groove_core.chunking import Chunk
 from groove_core.links import RawLink
 from groove_core.query import parse_query
@@ -590,3 +598,59 @@ def test_concurrent_write_transactions_of_one_kb_keep_the_statistics(postgres_ds
     finally:
         for s in stores:
             s.close()
+
+
+def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: str) -> None:
+    """A KB written by a groove before the English stemmer: its word columns, token counts
+    and word frequencies are rewritten on open, the vectors kept (no re-embedding)."""
+    fresh = open_store(postgres_dsn, kb="fresh")
+    old = open_store(postgres_dsn, kb="old")
+    try:
+        for store in (fresh, old):
+            store.bind_embedder("test", DIM)
+            store.write_documents(CORPUS, vectors_for(CORPUS))
+        ids = sorted(old.chunk_ids_for_docs(s.id for s in old.doc_states().values()))
+        vectors = old.embeddings(ids)
+        with old.transaction() as conn:  # what the plural-only rules wrote: unstemmed words
+            for cid, heading, context, content in conn.execute(
+                "SELECT id, heading, context, content FROM groove.chunks WHERE kb = %s",
+                (old.kb_id,),
+            ).fetchall():
+                cols = [
+                    [w.lower() for w in re.findall(r"\w+", t)] for t in (heading, context, content)
+                ]
+                conn.execute(
+                    "UPDATE groove.chunks SET heading_w = %s, context_w = %s, content_w = %s, "
+                    "wterms = %s, wtok = %s WHERE id = %s",
+                    (
+                        *(wordleg.padded(c) for c in cols),
+                        sorted({w for c in cols for w in c}),
+                        sum(map(len, cols)),
+                        cid,
+                    ),
+                )
+            conn.execute(
+                "UPDATE groove.meta SET value = '1' WHERE kb = %s AND key = %s",
+                (old.kb_id, WORD_RULES_KEY),
+            )
+        assert old.word_search('"match"', (2.0, 1.0, 1.0), 10) == []
+        old.close()
+        old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
+        assert old.get_meta(WORD_RULES_KEY) == words.SEGMENTATION
+        assert old.lexical_stats() == fresh.lexical_stats()
+        assert old.embeddings(ids).keys() == vectors.keys()
+        for cid, vector in old.embeddings(ids).items():
+            assert np.array_equal(vector, vectors[cid])
+        fresh_rows = fresh.chunk_rows(
+            sorted(fresh.chunk_ids_for_docs(s.id for s in fresh.doc_states().values()))
+        )
+        old_rows = old.chunk_rows(ids)
+        for expr in ('"match"', '"search" OR "find"', '"banana"', '"状態" OR "管理"'):
+            got = old.word_search(expr, (2.0, 1.0, 1.0), 10)
+            want = fresh.word_search(expr, (2.0, 1.0, 1.0), 10)
+            assert got, expr
+            assert [key_of(old_rows, c) for c, _ in got] == [key_of(fresh_rows, c) for c, _ in want]
+            assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
+    finally:
+        fresh.close()
+        old.close()
