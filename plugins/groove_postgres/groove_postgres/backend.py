@@ -312,8 +312,11 @@ class PostgresBackend:
                     (staging, live),
                 )
             conn.execute(
+                # The copied word columns were written under the live KB's word rules,
+                # so its record replaces the one the new staging row was created with.
                 f"INSERT INTO {s}.meta(kb, key, value) SELECT %s, key, value FROM {s}.meta "
-                "WHERE kb = %s AND key NOT IN ('embedder', 'embedder_dim')",
+                "WHERE kb = %s AND key NOT IN ('embedder', 'embedder_dim') "
+                "ON CONFLICT (kb, key) DO UPDATE SET value = excluded.value",
                 (staging, live),
             )
             conn.execute(
