@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from groove_core import words
 from groove_core.config import MAX_LIMIT
 from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
@@ -78,7 +79,7 @@ class Searcher:
             raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
         if not query.strip():
             raise QueryError("the query is empty")
-        parsed = parse_query(query)
+        parsed = parse_query(query, rarity=self._rarity)
         ctx = QueryContext(
             query=parsed,
             limit=limit,
@@ -95,6 +96,13 @@ class Searcher:
         ctx = replace(ctx, active_stages=self.plugins.active_stages(ctx))
         pool = self.plugins.pool_size(ctx)
         return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
+
+    def _rarity(self, phrases: Sequence[str]) -> list[int | None]:
+        """Chunks holding each phrase's rarest word (the word leg's vocabulary); asked only
+        for a query with more phrases than the cap."""
+        split = [words.tokens(p) for p in phrases]
+        counts, _ = self.store.word_rows([t for found in split for t in found])
+        return [min((counts[t] for t in found if counts.get(t)), default=None) for found in split]
 
     def candidates(self, ctx: QueryContext) -> list[LegResult]:
         """Every leg's list, weighed for fusion (docs/retrieval-pipeline.md, "Fusion")."""

@@ -13,7 +13,7 @@ The user-facing syntax is described in ``docs/query-syntax.md``.
 from __future__ import annotations
 
 import unicodedata
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,6 +25,7 @@ __all__ = [
     "ParsedQuery",
     "QueryError",
     "QueryWarning",
+    "Rarity",
     "match_expression",
     "normalize",
     "parse_query",
@@ -299,24 +300,41 @@ def _dedupe(phrases: Iterable[str]) -> list[str]:
     return list(dict.fromkeys(phrases))
 
 
-def _cap(phrases: list[str], limit: int, kind: str) -> tuple[tuple[str, ...], QueryWarning | None]:
-    """Keep the first ``limit`` phrases; say so, with what was dropped, when cutting.
+def _cap(
+    phrases: list[str], limit: int, kind: str, rarity: Rarity | None = None
+) -> tuple[tuple[str, ...], QueryWarning | None]:
+    """Keep ``limit`` phrases, in query order: the rarest by ``rarity`` when given, else the
+    first. Say so, with what was dropped, when cutting.
 
-    The first, not the rarest: keeping the phrases fewest chunks hold (the word leg's
-    document frequencies) scored lower on cranfield-en with the cap at 6 and at 12 (hybrid
-    nDCG@10 0.303 -> 0.295 at 12, paired p = 0.03), so a question's order is kept."""
+    Rarest, because a long question's first words are rarely its point: on cranfield-en with
+    the cap at 6, keeping the phrases fewest chunks hold took the lexical legs' nDCG@10 from
+    0.275 to 0.364, and at 12 from 0.360 to 0.384 (paired p <= 0.002; docs/query-syntax.md).
+    """
     if len(phrases) <= limit:
         return tuple(phrases), None
-    dropped = tuple(phrases[limit:])
+    if rarity is None:
+        kept, which = phrases[:limit], "the first"
+    else:
+        counts = rarity(phrases)
+        order = sorted(range(len(phrases)), key=lambda i: (_rank_key(counts[i]), i))
+        kept, which = [phrases[i] for i in sorted(order[:limit])], "the most distinctive"
+    chosen = set(kept)
+    dropped = tuple(p for p in phrases if p not in chosen)
     warning = QueryWarning(
         code=f"{kind}s_truncated",
         message=(
-            f"the query compiled to {len(phrases)} {kind} phrases; only the first {limit} "
+            f"the query compiled to {len(phrases)} {kind} phrases; only {which} {limit} "
             f"are used and {len(dropped)} were dropped"
         ),
         dropped=dropped,
     )
-    return tuple(phrases[:limit]), warning
+    return tuple(kept), warning
+
+
+def _rank_key(count: int | None) -> tuple[int, int]:
+    """Rarest first; a phrase the index does not hold (None or 0) last: it can add nothing
+    the others do not."""
+    return (1, 0) if not count else (0, count)
 
 
 # --------------------------------------------------------------------------- expressions
@@ -352,6 +370,11 @@ def _match_expr(positives: tuple[str, ...], negatives: tuple[str, ...]) -> str:
 # --------------------------------------------------------------------------- entry point
 
 
+#: How many chunks of the index searched hold each phrase (None when unknown), for keeping
+#: the most distinctive phrases of a query that has more than the cap.
+Rarity = Callable[[Sequence[str]], Sequence[int | None]]
+
+
 def _collapse(text: str) -> str:
     return " ".join(text.split())
 
@@ -365,7 +388,7 @@ def _head(text: str, limit: int) -> str:
 
 
 def _shortened(length: int, phrases: int, max_phrases: int) -> QueryWarning:
-    words = f"its first {max_phrases} words" if phrases > max_phrases else "its words"
+    words = f"its {max_phrases} most distinctive words" if phrases > max_phrases else "its words"
     read = (
         f"; only its first {MAX_INPUT_CHARS:,} characters were read"
         if length > MAX_INPUT_CHARS
@@ -381,14 +404,17 @@ def _shortened(length: int, phrases: int, max_phrases: int) -> QueryWarning:
     )
 
 
-def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
+def parse_query(
+    text: str, *, max_phrases: int = MAX_PHRASES, rarity: Rarity | None = None
+) -> ParsedQuery:
     """Compile a user query (docs/query-syntax.md).
 
     Raises QueryError when the query has exclusions and nothing else, since running it
     would return "everything except X", which is never what a search means. A query longer
     than :data:`MAX_QUERY_CHARS` is searched, not refused: its words come from its first
     :data:`MAX_INPUT_CHARS` characters, the embedder sees its first
-    :data:`MAX_QUERY_CHARS`, and a warning says so.
+    :data:`MAX_QUERY_CHARS`, and a warning says so. Past ``max_phrases`` phrases the
+    rarest by ``rarity`` are kept (the first without it).
     """
     if max_phrases < 1:
         raise ValueError(f"max_phrases must be at least 1, got {max_phrases}")
@@ -414,7 +440,7 @@ def parse_query(text: str, *, max_phrases: int = MAX_PHRASES) -> ParsedQuery:
     fts_skipped = len(embed_text) < MIN_PHRASE_CHARS
     if not positive_list and not fts_skipped:
         positive_list = [embed_text]  # every fragment under 3: search the query verbatim
-    positives, positive_warning = _cap(positive_list, max_phrases, "positive")
+    positives, positive_warning = _cap(positive_list, max_phrases, "positive", rarity)
     negatives, negative_warning = _cap(negative_list, max_phrases, "negative")
     warnings = [w for w in (positive_warning, negative_warning) if w is not None]
     if long:

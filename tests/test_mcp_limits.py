@@ -54,7 +54,7 @@ def test_a_long_query_is_searched_shortened_and_says_so() -> None:
     assert parsed.warnings[0].code == "query_shortened"
     message = parsed.warnings[0].message
     assert "3,599 characters long: its first 2,000 characters are searched by meaning" in message
-    assert "its first 32 words by text" in message
+    assert "its 32 most distinctive words by text" in message
     assert parsed.positives == tuple(f"word{i:04d}" for i in range(32))
     # U+FDFA is one character that NFKC turns into 18: short as typed, long as searched.
     assert parse_query("\ufdfa " * 200).warnings[0].code == "query_shortened"
@@ -62,6 +62,23 @@ def test_a_long_query_is_searched_shortened_and_says_so() -> None:
     huge = parse_query("x" * (MAX_INPUT_CHARS + 10) + " tail")
     assert "only its first 16,000 characters were read" in huge.warnings[0].message
     assert "tail" not in huge.positives
+
+
+def test_a_long_query_keeps_its_rarest_phrases_in_query_order() -> None:
+    common = [f"common{i:02d}" for i in range(40)]
+    text = " ".join([*common[:20], "rareword", *common[20:], "unknown"])
+    counts = {**{w: 500 + i for i, w in enumerate(common)}, "rareword": 3}
+    parsed = parse_query(text, rarity=lambda ps: [counts.get(p) for p in ps])
+    assert parsed.positives == (*common[:20], "rareword", *common[20:31])
+    assert "unknown" in parsed.warnings[0].dropped
+    assert "only the most distinctive 32 are used" in parsed.warnings[0].message
+
+
+def test_a_search_keeps_the_phrases_fewest_chunks_hold(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    padding = " ".join(f"zz{i:02d}" for i in range(40))  # held by no chunk: dropped first
+    ctx = app.searcher().context(f"{padding} ownership prevents races")
+    assert {"ownership", "prevents", "races"} <= set(ctx.query.positives)
 
 
 def test_the_cap_leaves_room_for_every_golden_query() -> None:
