@@ -29,6 +29,7 @@ from groove_core.config import (
 )
 from groove_core.dialects import markup_for
 from groove_core.embedding import Embedder, checked_vectors, zero_rows
+from groove_core.files import file_kind, read_regular
 from groove_core.filters import GlobError, compile_glob, path_matches
 from groove_core.storage import IndexStore
 from groove_core.store import DocState, NewDocument
@@ -234,7 +235,7 @@ def _source(walk: _Walk, path: Path, rel: str) -> SourceFile | str:
         except OSError as err:
             return _link_error(err)
     if not stat.S_ISREG(st.st_mode):
-        return f"not a regular file ({_file_kind(st.st_mode)})"
+        return f"not a regular file ({file_kind(st.st_mode)})"
     return SourceFile(rel, path, st.st_size, st.st_mtime_ns)
 
 
@@ -264,42 +265,11 @@ def _link_error(err: OSError) -> str:
     return f"cannot read: {err.strerror}"
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    return "not a plain file"
-
-
 def read_source(path: Path, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of the regular file at ``path``.
-
-    Opened non-blocking and checked on the open descriptor: a FIFO swapped in after the
-    walk would otherwise block the run (or the watcher) forever. Reading one byte past the
-    limit tells a file that grew past it since its ``stat``.
-    """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    fd = os.open(path, flags)
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ValueError(f"not a regular file ({_file_kind(mode)})")
-        chunks = []
-        remaining = limit + 1
-        while remaining > 0:
-            chunk = os.read(fd, min(remaining, 1 << 20))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            remaining -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    """At most ``limit + 1`` bytes of the regular file at ``path``: a FIFO swapped in after
+    the walk must not block the run (or the watcher), and the extra byte tells a file that
+    grew past ``limit`` since its ``stat``."""
+    return read_regular(path, limit)
 
 
 def decode_markdown(data: bytes) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 import sys
 import tempfile
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from groove_core.config import CONFIG_FILENAME, DEFAULT_INDEX_DIR, INDEX_FILENAME, ConfigError
+from groove_core.files import NotRegularFile, open_regular, read_regular
 
 CONFIG_HOME_ENV = "GROOVE_CONFIG_HOME"
 REGISTRY_FILENAME = "kbs.json"
@@ -74,38 +74,31 @@ def check_name(name: str) -> str:
     return name
 
 
-def _read_regular(path: Path) -> str:
-    """The text of the regular file at ``path``. Opened non-blocking and checked on the
-    descriptor: a FIFO there would otherwise block every command that reads the registry
-    until something writes to it."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "rb") as file:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(
-                f"the registry of knowledge bases {path} is not a regular file "
-                f"({_file_kind(mode)}): remove it, and 'groove kb add' writes a new one"
-            )
-        return file.read().decode("utf-8")
+#: A registry this large is not one groove wrote (500-character descriptions, 64-character
+#: names): it is refused rather than read whole.
+MAX_REGISTRY_BYTES = 64 * 1024 * 1024
 
 
-def _file_kind(mode: int) -> str:
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
-        return "a device"
-    return "not a plain file"
+def _read_registry(path: Path) -> str:
+    """The registry's text. A FIFO there would otherwise block every command that reads the
+    registry until something writes to it (groove_core.files)."""
+    try:
+        data = read_regular(path, MAX_REGISTRY_BYTES)
+    except NotRegularFile as err:
+        raise ConfigError(
+            f"the registry of knowledge bases {path} is {err}: remove it, and "
+            "'groove kb add' writes a new one"
+        ) from None
+    if len(data) > MAX_REGISTRY_BYTES:
+        raise ConfigError(f"the registry of knowledge bases {path} is too large to be one")
+    return data.decode("utf-8")
 
 
 def load_registry() -> dict[str, KbEntry]:
     """Every registered KB by name; empty when there is no registry file yet."""
     path = registry_path()
     try:
-        data = json.loads(_read_regular(path))
+        data = json.loads(_read_registry(path))
     except FileNotFoundError:
         return {}
     except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as err:
@@ -162,19 +155,14 @@ def registry_lock() -> Iterator[None]:
     removing it would let a third process lock a new file while the second holds the old."""
     path = registry_path()
     lock = path.with_name(path.name + LOCK_SUFFIX)
-    flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, flags, 0o600)
+        fd = open_regular(lock, os.O_RDWR | os.O_CREAT, 0o600)
+    except NotRegularFile as err:
+        raise ConfigError(f"cannot lock the registry of knowledge bases: {lock} is {err}") from None
     except OSError as err:
         raise ConfigError(f"cannot lock the registry of knowledge bases {lock}: {err}") from None
     try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            raise ConfigError(
-                f"cannot lock the registry of knowledge bases: {lock} is not a regular file "
-                f"({_file_kind(mode)})"
-            )
         deadline = time.monotonic() + LOCK_WAIT_SECONDS
         while not _try_lock(fd):
             if time.monotonic() > deadline:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,36 +206,21 @@ def read_token(token_file: Path | None) -> str | None:
 
 
 def _read_token_file(path: Path) -> str:
-    """Its text, read only if it is a regular file of at most MAX_TOKEN_BYTES bytes.
-
-    A FIFO would block the start forever and a device such as /dev/zero never ends: both
-    are refused from their metadata, and the open is non-blocking so that neither can stall
-    it should the path change in between.
-    """
+    """Its text, read only if it is a regular file of at most MAX_TOKEN_BYTES bytes: a FIFO
+    would block the start forever and a device such as /dev/zero never ends
+    (groove_core.files)."""
     from groove_core.config import ConfigError
+    from groove_core.files import NotRegularFile, read_regular
 
     def refuse(why: str) -> ConfigError:
         return ConfigError(f"cannot read the token file {path}: {why}")
 
     try:
-        if not stat.S_ISREG(os.stat(path).st_mode):
-            raise refuse("not a regular file")
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        data = read_regular(path, MAX_TOKEN_BYTES)
+    except NotRegularFile as err:
+        raise refuse(str(err)) from None
     except OSError as err:
         raise refuse(err.strerror or str(err)) from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise refuse("not a regular file")
-        data = b""
-        while len(data) <= MAX_TOKEN_BYTES:
-            chunk = os.read(fd, MAX_TOKEN_BYTES + 1 - len(data))
-            if not chunk:
-                break
-            data += chunk
-    except OSError as err:
-        raise refuse(err.strerror or str(err)) from None
-    finally:
-        os.close(fd)
     if len(data) > MAX_TOKEN_BYTES:
         raise refuse(f"larger than {MAX_TOKEN_BYTES:,} bytes, too large for a token")
     try:
