@@ -2,7 +2,7 @@
 
 The file lives at the KB root (or is named with ``--config``). Unknown keys and bad values
 fail with a :class:`ConfigError` that names the key and the file, never a pydantic traceback.
-Plugins own their keys (``groove_config_sections``, ``groove_config_schema``): the core
+Plugins own their keys (``groove_config_sections``): the core
 validates what it defines when the file is read, keeps every other key aside
 (:attr:`GrooveConfig.unclaimed`), and the plugin set validates those with the models the
 plugins declare when it loads (:class:`Settings`); a key no enabled plugin claims is an error
@@ -377,13 +377,6 @@ class Settings:
         value = self.values[model]
         assert isinstance(value, model)
         return value
-
-    def of_plugin(self, name: str) -> BaseModel | None:
-        """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
-        for section in self.sections:
-            if section.path == f"plugin.{name}":
-                return self.values[section.model]
-        return None
 
     def value(self, dotted: str) -> Any:
         """The value of the key ``dotted`` (``"search.dedupe.enabled"``, ``"search.fusion.rrf_k"``),

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     import numpy as np
     import structlog
-    from pydantic import BaseModel
 
     from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
@@ -109,10 +108,6 @@ class QueryContext:
         if given is not None and not isinstance(given, bool):
             raise QueryError(f"option {name!r} must be true or false, got {given!r}")
         return given
-
-    def plugin_config(self, name: str) -> BaseModel | None:
-        """The validated ``[plugin.<name>]`` section, or None when the plugin declares none."""
-        return self.settings.of_plugin(name)
 
     def active(self, stage: str) -> bool:
         """Whether the optional stage ``stage`` (a :class:`StageSwitch` name) runs."""

@@ -13,9 +13,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     import numpy as np
-    from pydantic import BaseModel
 
-    from groove_core.config import EmbedderConfig
+    from groove_core.config import EmbedderConfig, Settings
 
 
 class EmbedderError(Exception):
@@ -92,16 +91,16 @@ def zero_rows(matrix: np.ndarray) -> list[int]:
 
 @dataclass(frozen=True)
 class EmbedderSpec:
-    """A named embedder factory contributed through ``groove_embedders``."""
+    """A named embedder factory contributed through ``groove_embedders``.
+
+    ``factory(config, settings)`` receives ``[embedder]`` (the keys every embedder shares)
+    and the validated settings, from which an embedder with keys of its own (a server's
+    URL, a key's variable) reads its plugin's section: ``settings.get(MySettings)``.
+    """
 
     name: str
-    factory: Callable[[EmbedderConfig], Embedder]
+    factory: Callable[[EmbedderConfig, Settings], Embedder]
     description: str = ""
-    #: For an embedder configured in its plugin's own ``[plugin.<name>]`` section (a
-    #: server's URL, a key's variable): called instead of ``factory``, with that section as
-    #: validated by the plugin's ``groove_config_schema`` (None when the plugin has none).
-    #: ``[embedder]`` holds only the keys every embedder shares.
-    configured_factory: Callable[[EmbedderConfig, BaseModel | None], Embedder] | None = None
 
 
 def _normalize_rows(vectors: np.ndarray) -> np.ndarray:
@@ -324,12 +323,12 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
     return [
         EmbedderSpec(
             "use-multilingual",
-            lambda c: USEMultilingual(c.query_threads, c.index_threads),
+            lambda c, _: USEMultilingual(c.query_threads, c.index_threads),
             "Google USE multilingual v3 (numpy, 512-d, Japanese and English); the default",
         ),
         EmbedderSpec(
             "model2vec",
-            lambda c: Model2VecStatic(c.model),
+            lambda c, _: Model2VecStatic(c.model),
             "model2vec static model from a directory (default: tokenlearn-static-model)",
         ),
         EmbedderSpec(
@@ -339,13 +338,13 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
         ),
         EmbedderSpec(
             "hashing",
-            lambda c: HashingEmbedder(),
+            lambda c, _: HashingEmbedder(),
             "deterministic character-trigram hashing, for tests and demos (low quality)",
         ),
     ]
 
 
-def _sentence_transformers_factory(config: EmbedderConfig) -> Embedder:
+def _sentence_transformers_factory(config: EmbedderConfig, _settings: Settings) -> Embedder:
     if not config.model:
         raise EmbedderError(
             "embedder 'sentence-transformers' needs a model: set [embedder] model = "

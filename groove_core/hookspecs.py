@@ -4,7 +4,7 @@
 Two kinds of hook:
 
 * **Contribution hooks** return all results: candidate legs (the core fuses every leg with
-  RRF), pool-size requests, embedders, per-query search options, config schemas, CLI
+  RRF), pool-size requests, embedders, per-query search options, config sections, CLI
   commands and MCP tools.
 * **Stage hooks** are ``firstresult`` and return ``None`` to pass: rerank, diversify,
   expand, highlight. The identity default lives in the caller, so a disabled stage is simply
@@ -24,7 +24,6 @@ import pluggy
 
 if TYPE_CHECKING:
     import click
-    from pydantic import BaseModel
 
     from groove_core.backend import BackendSpec
     from groove_core.config import ConfigSection
@@ -51,16 +50,6 @@ def groove_embedders() -> list[EmbedderSpec]:
 
 
 @hookspec
-def groove_config_schema() -> type[BaseModel] | None:
-    """A pydantic model for this plugin's ``[plugin.<name>]`` section in groove.toml.
-
-    The core validates the section with it when the plugin loads and hands the validated
-    instance to stages as ``ctx.plugin_config(<name>)``. Use ``extra="forbid"`` so typos
-    fail with the key named.
-    """
-
-
-@hookspec
 def groove_storage_backends() -> list[BackendSpec]:
     """Storage backends this plugin provides, by name (``[store] backend = ...`` picks one).
 
@@ -72,12 +61,14 @@ def groove_storage_backends() -> list[BackendSpec]:
 
 @hookspec
 def groove_config_sections() -> list[ConfigSection]:
-    """Keys of groove.toml this plugin owns, each at its path with its pydantic model.
+    """Keys of groove.toml this plugin owns, each at its path with its pydantic model: the
+    one way a plugin declares settings.
 
-    A table of its own (``ConfigSection("search.dedupe", DedupeSettings)``) or keys added to one
-    of the core's tables (``ConfigSection("", Keys)`` for top-level keys). The core
-    validates them when the plugin loads; stages read them with
-    ``ctx.settings.get(DedupeSettings)``. A key no enabled plugin claims is an error.
+    A table of its own (``ConfigSection("plugin.<name>", Settings)``,
+    ``ConfigSection("search.dedupe", DedupeSettings)``) or keys added to one of the core's
+    tables (``ConfigSection("", Keys)`` for top-level keys). The core validates them when
+    the plugin loads; stages, embedder factories and tools read them with
+    ``settings.get(DedupeSettings)``. A key no enabled plugin claims is an error.
     """
 
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import pluggy
-from pydantic import BaseModel
 
 from groove_core import hookspecs
 from groove_core.config import ConfigError, ConfigSection, GrooveConfig, Settings, resolve_settings
@@ -84,16 +83,12 @@ class Plugins:
     # -- contribution hooks ------------------------------------------------------------
 
     def embedder_specs(self) -> dict[str, EmbedderSpec]:
-        return {name: spec for name, (spec, _plugin) in self._embedder_owners().items()}
-
-    def _embedder_owners(self) -> dict[str, tuple[EmbedderSpec, str]]:
-        """Each embedder name, its spec and the plugin contributing it (the first one, in
-        pluggy's call order, when two use one name)."""
-        owners: dict[str, tuple[EmbedderSpec, str]] = {}
+        """Embedders by name (the first plugin, in pluggy's call order, wins a name)."""
+        found: dict[str, EmbedderSpec] = {}
         for impl in reversed(self.pm.hook.groove_embedders.get_hookimpls()):
             for spec in cast("list[EmbedderSpec]", impl.function() or []):
-                owners.setdefault(spec.name, (spec, impl.plugin_name))
-        return owners
+                found.setdefault(spec.name, spec)
+        return found
 
     def backend_specs(self) -> dict[str, BackendSpec]:
         """Storage backends by name (the first plugin, in pluggy's call order, wins a name)."""
@@ -104,17 +99,14 @@ class Plugins:
         return found
 
     def make_embedder(self) -> Embedder:
-        owners = self._embedder_owners()
+        specs = self.embedder_specs()
         name = self.config.embedder.name
-        if name not in owners:
-            known = ", ".join(sorted(owners)) or "none"
+        if name not in specs:
+            known = ", ".join(sorted(specs)) or "none"
             raise EmbedderError(
                 f"unknown embedder {name!r} in [embedder] name (available: {known})"
             )
-        spec, plugin = owners[name]
-        if spec.configured_factory is not None:
-            return spec.configured_factory(self.config.embedder, self.settings.of_plugin(plugin))
-        return spec.factory(self.config.embedder)
+        return specs[name].factory(self.config.embedder, self.settings)
 
     def search_options(self) -> list[SearchOption]:
         """Every per-query option, by plugin in registration order: a plugin's stage
@@ -334,11 +326,6 @@ def _resolve_settings(plugins: Plugins) -> None:
     for impl in plugins.pm.hook.groove_config_sections.get_hookimpls():
         for section in cast("list[ConfigSection] | None", impl.function()) or []:
             sections.append(replace(section, plugin=impl.plugin_name))
-    for impl in plugins.pm.hook.groove_config_schema.get_hookimpls():
-        model = cast("type[BaseModel] | None", impl.function())
-        if model is not None:
-            name = impl.plugin_name
-            sections.append(ConfigSection(f"plugin.{name}", model, name))
     names = [info.name for info in plugins.infos]
     off = [f"{i.name} ({i.distribution})" for i in plugins.infos if i.status == "disabled"]
     plugins.settings = resolve_settings(plugins.config, sections, names, off)

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from pydantic import BaseModel, ConfigDict, field_validator
 
 from groove_core.cli import build_cli
-from groove_core.config import ConfigError, GrooveConfig, parse_config
+from groove_core.config import ConfigError, ConfigSection, GrooveConfig, parse_config
 from groove_core.hookspecs import hookimpl
 from groove_core.plugins import make_plugin_manager
 from groove_core.registry import CONFIG_HOME_ENV
@@ -253,8 +253,8 @@ class Strict(BaseModel):
 
 class Configured:
     @hookimpl
-    def groove_config_schema(self) -> type[BaseModel]:
-        return Strict
+    def groove_config_sections(self) -> list[ConfigSection]:
+        return [ConfigSection("plugin.conf", Strict)]
 
 
 @pytest.mark.parametrize(

@@ -8,13 +8,13 @@ import sys
 
 import pytest
 
-from groove_core.config import EmbedderConfig, parse_config
+from groove_core.config import EmbedderConfig, GrooveConfig, Settings, parse_config
 from groove_core.embedding import USEMultilingual, builtin_embedder_specs
 
 
 def _embedder(config: EmbedderConfig) -> USEMultilingual:
     spec = next(s for s in builtin_embedder_specs() if s.name == "use-multilingual")
-    embedder = spec.factory(config)
+    embedder = spec.factory(config, Settings(GrooveConfig()))
     assert isinstance(embedder, USEMultilingual)
     return embedder
 

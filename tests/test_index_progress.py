@@ -42,7 +42,7 @@ class Slow(HashingEmbedder):
 
 @hookimpl
 def groove_embedders():
-    return [EmbedderSpec("slow-hashing", lambda config: Slow(), "slowed, for tests")]
+    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
 """
 FILES = 40
 LINE = re.compile(

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from pydantic import BaseModel, ConfigDict
 
 from groove_core.cli import build_cli
-from groove_core.config import ConfigError, GrooveConfig, parse_config
+from groove_core.config import ConfigError, ConfigSection, GrooveConfig, parse_config
 from groove_core.context import QueryContext, SearchOption
 from groove_core.embedding import EmbedderError, EmbedderSpec
 from groove_core.hookspecs import hookimpl
@@ -109,14 +109,13 @@ class Settings(BaseModel):
 
 class Configured:
     @hookimpl
-    def groove_config_schema(self) -> type[BaseModel]:
-        return Settings
+    def groove_config_sections(self) -> list[ConfigSection]:
+        return [ConfigSection("plugin.conf", Settings)]
 
 
 def test_plugin_config_is_validated_by_the_plugin() -> None:
     ok = parse_config({"plugin": {"conf": {"boost": 2.5}}}, "kb/groove.toml")
     plugins = make_plugin_manager(ok, extra=[("conf", Configured())])
-    assert plugins.settings.of_plugin("conf") == Settings(boost=2.5)
     assert plugins.settings.get(Settings) == Settings(boost=2.5)
     bad = parse_config({"plugin": {"conf": {"boots": 1}}}, "kb/groove.toml")
     problem = r"\[plugin.conf\] in kb/groove.toml: unknown key 'plugin\.conf\.boots'"
@@ -125,6 +124,20 @@ def test_plugin_config_is_validated_by_the_plugin() -> None:
     stray = parse_config({"plugin": {"nothere": {}}}, "kb/groove.toml")
     with pytest.raises(ConfigError, match="no plugin named 'nothere'"):
         make_plugin_manager(stray)
+
+
+class OldSchema:
+    @hookimpl
+    def groove_config_schema(self) -> type[BaseModel]:
+        return Settings
+
+
+def test_the_one_config_hook_is_groove_config_sections() -> None:
+    # The removed second hook fails its plugin by name instead of being silently unused.
+    plugins = make_plugin_manager(GrooveConfig(), extra=[("old", OldSchema())])
+    info = next(i for i in plugins.infos if i.name == "old")
+    assert info.status == "failed"
+    assert "unknown hook groove_config_schema" in info.reason
 
 
 def test_list_plugins_reports_a_config_problem_instead_of_failing() -> None:
@@ -164,7 +177,7 @@ class Constant:
 class ConstantEmbedder:
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("constant", lambda cfg: Constant(), "every text is the same")]
+        return [EmbedderSpec("constant", lambda cfg, s: Constant(), "every text is the same")]
 
 
 def test_a_plugin_embedder_is_chosen_by_name(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ class _Embedders:
 
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("hashing-32", lambda c: _Flaky(self))]
+        return [EmbedderSpec("hashing-32", lambda c, s: _Flaky(self))]
 
 
 class _Flaky(HashingEmbedder):

@@ -45,7 +45,7 @@ class _Plugin:
 
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("odd", lambda c: _Odd(self))]
+        return [EmbedderSpec("odd", lambda c, s: _Odd(self))]
 
 
 def _rows_with(word: str, value: float) -> Spoil:

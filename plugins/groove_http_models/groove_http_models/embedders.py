@@ -22,9 +22,7 @@ from groove_http_models.client import AnswerLimit, JsonClient, RetryPolicy, Serv
 from groove_http_models.settings import MAX_DIMENSIONS, HttpModelsSettings
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from groove_core.config import EmbedderConfig
+    from groove_core.config import EmbedderConfig, Settings
 
 Api = Literal["openai", "ollama"]
 
@@ -177,7 +175,7 @@ def _normalized(vectors: np.ndarray) -> np.ndarray:
     return out
 
 
-def make_embedder(api: Api, config: EmbedderConfig, settings: BaseModel | None) -> HttpEmbedder:
+def make_embedder(api: Api, config: EmbedderConfig, settings: Settings) -> HttpEmbedder:
     """The factory behind ``[embedder] name = "openai"`` / ``"ollama"``."""
     if not config.model:
         example = "nomic-embed-text" if api == "ollama" else "text-embedding-3-small"
@@ -185,5 +183,4 @@ def make_embedder(api: Api, config: EmbedderConfig, settings: BaseModel | None) 
             f"embedder {api!r} needs a model: set [embedder] model = '{example}' (the name "
             "the server knows it by) in groove.toml"
         )
-    chosen = settings if isinstance(settings, HttpModelsSettings) else HttpModelsSettings()
-    return HttpEmbedder(api, config.model, chosen)
+    return HttpEmbedder(api, config.model, settings.get(HttpModelsSettings))

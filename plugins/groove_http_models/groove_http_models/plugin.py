@@ -8,31 +8,18 @@ configured in ``[plugin.http_models]`` (:class:`HttpModelsSettings`). The rerank
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NoReturn
-
-from groove_core.embedding import EmbedderError, EmbedderSpec
+from groove_core.config import ConfigSection
+from groove_core.embedding import EmbedderSpec
 from groove_core.hookspecs import hookimpl
 from groove_http_models.embedders import make_embedder
 from groove_http_models.settings import HttpModelsSettings
 
-if TYPE_CHECKING:
-    from pydantic import BaseModel
-
-    from groove_core.config import EmbedderConfig
-
 NAME = "http_models"
 
 
-def _unconfigured(config: EmbedderConfig) -> NoReturn:
-    raise EmbedderError(
-        f"embedder {config.name!r} is configured through [plugin.{NAME}], which this groove "
-        "does not pass to embedders: upgrade groove-core"
-    )
-
-
 @hookimpl
-def groove_config_schema() -> type[BaseModel]:
-    return HttpModelsSettings
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection(f"plugin.{NAME}", HttpModelsSettings)]
 
 
 @hookimpl
@@ -40,15 +27,13 @@ def groove_embedders() -> list[EmbedderSpec]:
     return [
         EmbedderSpec(
             "openai",
-            _unconfigured,
+            lambda c, s: make_embedder("openai", c, s),
             "an OpenAI-compatible /v1/embeddings server (Ollama, TEI, vLLM, LM Studio, "
             "llama.cpp, hosted); [plugin.http_models]",
-            configured_factory=lambda c, s: make_embedder("openai", c, s),
         ),
         EmbedderSpec(
             "ollama",
-            _unconfigured,
+            lambda c, s: make_embedder("ollama", c, s),
             "Ollama's native /api/embed; [plugin.http_models]",
-            configured_factory=lambda c, s: make_embedder("ollama", c, s),
         ),
     ]

@@ -29,8 +29,6 @@ from groove_reranker_bge.budget import Scored, score_within_budget
 from groove_reranker_bge.settings import RerankerKeys, RerankerSettings
 
 if TYPE_CHECKING:
-    from pydantic import BaseModel
-
     from groove_core.config import Settings
     from groove_core.context import QueryContext
     from groove_core.models import SearchHit
@@ -132,13 +130,8 @@ def _sortable(score: float) -> float:
     return -math.inf if math.isnan(score) else score
 
 
-def _settings(ctx: QueryContext) -> RerankerSettings:
-    settings = ctx.plugin_config(NAME)
-    return settings if isinstance(settings, RerankerSettings) else RerankerSettings()
-
-
 def _rerank(ctx: QueryContext, model_name: str, hits: list[SearchHit]) -> Scored:
-    settings = _settings(ctx)
+    settings = ctx.settings.get(RerankerSettings)
     model = get_model(
         ModelKey(
             model=model_name,
@@ -184,13 +177,8 @@ def _rerank(ctx: QueryContext, model_name: str, hits: list[SearchHit]) -> Scored
 
 
 @hookimpl
-def groove_config_schema() -> type[BaseModel]:
-    return RerankerSettings
-
-
-@hookimpl
 def groove_config_sections() -> list[ConfigSection]:
-    return [ConfigSection("", RerankerKeys)]
+    return [ConfigSection("", RerankerKeys), ConfigSection(f"plugin.{NAME}", RerankerSettings)]
 
 
 @hookimpl
@@ -210,8 +198,7 @@ def mcp_models(settings: Settings) -> list[str]:
     """The models an MCP client may name: the top-level ``reranker``, then
     ``[plugin.reranker] models``, in that order, without repeats."""
     configured = settings.get(RerankerKeys).reranker
-    own = settings.of_plugin(NAME)
-    listed = own.models if isinstance(own, RerankerSettings) else ()
+    listed = settings.get(RerankerSettings).models
     named = [configured, *listed] if configured else list(listed)
     return list(dict.fromkeys(m.strip() for m in named if m and m.strip()))
 

@@ -62,7 +62,6 @@ def test_the_plugin_is_discovered_through_its_entry_point() -> None:
     info = next(i for i in plugins.infos if i.name == "reranker")
     assert (info.distribution, info.status) == ("groove-reranker-bge", "enabled")
     assert info.hooks == (
-        "groove_config_schema",
         "groove_config_sections",
         "groove_pool_size",
         "groove_rerank",
