@@ -364,9 +364,10 @@ def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
 
 
 def _leg_explain(leg: Any) -> dict[str, Any]:
-    """A leg's candidates, its fusion weight (with the rules that changed it) and its own
-    expression, where the leg reports them."""
-    out: dict[str, Any] = {"name": leg.name, "candidates": len(leg.hits)}
+    """A leg's kind and candidates, its fusion weight (with the rules that changed it) and
+    its own expression, where the leg reports them: the same for every leg, a plugin's
+    included."""
+    out: dict[str, Any] = {"name": leg.name, "kind": leg.kind, "candidates": len(leg.hits)}
     for key in ("weight", "weight_reasons", "skipped", "expr", "common_dropped"):
         if key in leg.meta:
             value = leg.meta[key]
@@ -395,7 +396,8 @@ def _print_explain(explain: dict[str, Any]) -> None:
         f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  rrf_k: {explain['rrf_k']}",
     ]
     for leg in explain["legs"]:
-        lines.append(f"leg {leg['name']}: {leg['candidates']} candidates{_leg_details(leg)}")
+        head = f"leg {leg['name']} ({leg['kind']}): {leg['candidates']} candidates"
+        lines.append(head + _leg_details(leg))
         if "expr" in leg:
             lines.append(f"  expr: {leg['expr']}")
     for hit in explain["ranks"]:

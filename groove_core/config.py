@@ -72,13 +72,13 @@ class FusionConfig(_Strict):
         0.5,
         ge=0,
         le=1,
-        description="share of the query's IDF mass the word leg's top hit must contain for "
-        "coverage_vector to apply",
+        description="share of the query's IDF mass the top hit of the lexical leg reporting "
+        "the query's terms (the word leg) must contain for coverage_vector to apply",
     )
     coverage_vector: float = Field(
         0.25,
         ge=0,
-        description="multiplies the vector leg's weight when the word leg's top hit covers "
+        description="multiplies the vector legs' weight when the word leg's top hit covers "
         "the query (see coverage_threshold); 1.0 turns the rule off",
     )
 

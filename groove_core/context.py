@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
-    from groove_core.models import SearchFilters
+    from groove_core.models import LegKind, LegResult, SearchFilters
     from groove_core.query import ParsedQuery
     from groove_core.storage import SearchStore
 
@@ -64,6 +64,28 @@ class StageSwitch:
     #: Decides activity where the plain rule (the option, else ``setting``) is not enough,
     #: e.g. another option that turns the stage on; raises QueryError for bad combinations.
     decide: Callable[[QueryContext], bool] | None = None
+    plugin: str = ""  # set by the core: the plugin that declared it
+
+
+@dataclass(frozen=True)
+class LegSpec:
+    """A candidate leg (returned by ``groove_legs``): its name, what it is, and its search.
+
+    ``search(ctx)`` returns up to ``ctx.leg_size`` chunk ids, best first, unique, or None
+    when the leg does not apply to the query; the core names the result after the spec
+    and stamps its ``kind``. The name is the leg's everywhere: ``[search.fusion.weights]``,
+    ``--explain``, a hit's ``legs``. The kind (:data:`~groove_core.models.LegKind`) is all
+    the core's rules know of a leg, so a plugin's leg is weighed, explained, ablated and
+    counted in ``low_confidence`` as a built-in one of its kind.
+    """
+
+    name: str
+    kind: LegKind
+    search: Callable[[QueryContext], LegResult | None]
+    #: A lexical leg whose results carry the query's terms in ``meta["terms"]`` says so
+    #: here: the coverage rule reads those terms, and ``groove tune`` sweeps this leg's
+    #: weight (its ``word`` knob).
+    reports_terms: bool = False
     plugin: str = ""  # set by the core: the plugin that declared it
 
 

@@ -12,7 +12,7 @@ Two kinds of hook:
   implementing the same stage hook is a configuration error (see ``plugins.py``).
 
 Stage hooks receive hits and return a *new* list; they never mutate their input.
-The built-in FTS leg, vector leg, match_spans highlighter and embedders are plugins
+The built-in legs (trigram FTS, word, vector), match_spans highlighter and embedders are plugins
 registered through these same hooks (``groove_core.builtins``).
 """
 
@@ -27,10 +27,10 @@ if TYPE_CHECKING:
 
     from groove_core.backend import BackendSpec
     from groove_core.config import ConfigSection
-    from groove_core.context import QueryContext, SearchOption, StageSwitch
+    from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
     from groove_core.mcp.tool_app import ToolApp
-    from groove_core.models import LegResult, SearchHit
+    from groove_core.models import SearchHit
 
 PROJECT = "groove"
 hookspec = pluggy.HookspecMarker(PROJECT)
@@ -94,12 +94,14 @@ def groove_search_options() -> list[SearchOption]:
 
 
 @hookspec
-def groove_candidates(ctx: QueryContext) -> LegResult | None:
-    """A candidate leg: up to ``ctx.leg_size`` chunk ids, best first, unique.
+def groove_legs() -> list[LegSpec]:
+    """Candidate legs this plugin provides, each a :class:`LegSpec` (name, kind, search).
 
-    Every leg's list is fused by the core with Reciprocal Rank Fusion. Respect
-    ``ctx.filters`` inside the leg (so that ``limit`` results still come back) and
-    ``ctx.excluded_ids()`` for exclusions. Return ``None`` when the leg does not apply.
+    Every leg's list is fused by the core with Reciprocal Rank Fusion, weighed by the rules
+    of its kind (lexical, vector, other). Respect ``ctx.filters`` inside the leg (so that
+    ``limit`` results still come back) and ``ctx.excluded_ids()`` for exclusions; the
+    search returns ``None`` when the leg does not apply. The spec list is collected once
+    per plugin set.
     """
 
 

@@ -7,7 +7,14 @@ what they were given, so a stage that passes leaves its input exactly as it was.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+#: What a candidate leg is, as its :class:`~groove_core.context.LegSpec` declares it: the
+#: fusion rules, ``low_confidence``, ``groove tune`` and ``eval --ablate`` read the kind,
+#: never a leg's name. ``lexical``: matches the query's words or phrases (the rules that
+#: distrust stray word matches apply); ``vector``: nearest neighbours of the query's
+#: embedding, ``raw_score`` an L2 distance (smaller is nearer); ``other``: anything else.
+LegKind = Literal["lexical", "vector", "other"]
 
 
 @dataclass(frozen=True)
@@ -51,17 +58,18 @@ class LegResult:
 
     ``meta`` is what the leg says about how it ran, read by fusion and ``--explain``
     (docs/plugins.md). The keys the core reads: ``skipped`` (True: the leg could not run on
-    this query, e.g. no term it can look up; a skipped word leg turns the query-dependent
-    fusion rules off), ``expr``
-    (the expression it ran), ``common_dropped`` (the common phrases it left out), ``terms``
-    (the word leg's terms, for the coverage rule), and ``weight`` / ``weight_reasons``,
+    this query, e.g. no term it can look up), ``expr`` (the expression it ran),
+    ``common_dropped`` (the common phrases it left out), ``terms`` (a lexical leg's query
+    terms: the lexical leg reporting them is the one the query-dependent fusion rules
+    read, and without one that ran they are off), and ``weight`` / ``weight_reasons``,
     which the core adds before fusion (``groove_core.weighting``). Other keys are the
-    leg's own.
+    leg's own. ``name`` and ``kind`` are set by the core from the leg's spec.
     """
 
     name: str
     hits: tuple[LegHit, ...]
     meta: dict[str, Any] = field(default_factory=dict)
+    kind: LegKind = "other"
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
-from groove_core.models import LegResult, SearchFilters, SearchHit, SearchResponse
+from groove_core.models import LegKind, LegResult, SearchFilters, SearchHit, SearchResponse
 from groove_core.query import QueryError, parse_query
-from groove_core.weighting import weigh
+from groove_core.weighting import leg_kinds, weigh
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -128,7 +128,7 @@ class Searcher:
         unmatched = unmatched_filter(ctx)
         response = SearchResponse(
             results=tuple(hits),
-            low_confidence=low_confidence(ctx, hits),
+            low_confidence=low_confidence(ctx, hits, leg_kinds(legs)),
             filter_applied=ctx.filters.describe(),
             warnings=(unmatched, *warnings) if unmatched else warnings,
         )
@@ -193,23 +193,27 @@ def hits_for(store: SearchStore, fused: list[Fused]) -> list[SearchHit]:
     return hits
 
 
-def low_confidence(ctx: QueryContext, hits: list[SearchHit]) -> bool:
+def low_confidence(ctx: QueryContext, hits: list[SearchHit], kinds: Mapping[str, LegKind]) -> bool:
     """True when the results are probably not about the query.
 
     Nothing came back; or no returned hit is corroborated by two legs and even the nearest
-    vector is farther than ``[search.low_confidence] max_vector_distance``. Lexical matches
-    alone are weak evidence here: trigram phrases such as ``について`` match almost any
-    Japanese text. The default distance (1.2) was calibrated for the default embedder on
-    jsquad-ja-para: it flags 1.3% of the golden queries and 75% of off-topic ones
-    (docs/retrieval-pipeline.md); other embedders need their own value.
+    vector (of any vector leg) is farther than ``[search.low_confidence]
+    max_vector_distance``. Lexical matches alone are weak evidence here: trigram phrases
+    such as ``について`` match almost any Japanese text. Without a vector hit, a hit of a
+    lexical leg is enough. The default distance (1.2) was calibrated for the default
+    embedder on jsquad-ja-para: it flags 1.3% of the golden queries and 75% of off-topic
+    ones (docs/retrieval-pipeline.md); other embedders need their own value. ``kinds``:
+    each leg's kind by name (the rule reads kinds, never names).
     """
     if not hits:
         return True
     if any(len(h.legs) > 1 for h in hits):
         return False
-    distances = [h.legs["vector"][1] for h in hits if "vector" in h.legs]
+    distances = [
+        raw for h in hits for leg, (_, raw) in h.legs.items() if kinds.get(leg) == "vector"
+    ]
     if not distances:
-        return not any("fts" in h.legs for h in hits)
+        return not any(kinds.get(leg) == "lexical" for h in hits for leg in h.legs)
     threshold = ctx.config.search.low_confidence.max_vector_distance
     return min(distances) > threshold
 

@@ -9,7 +9,7 @@ A disabled plugin is blocked before discovery, so its module is never imported.
 from __future__ import annotations
 
 import importlib.metadata
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -21,7 +21,7 @@ from groove_core.embedding import EmbedderError, EmbedderSpec
 
 if TYPE_CHECKING:
     from groove_core.backend import BackendSpec
-    from groove_core.context import QueryContext, SearchOption, StageSwitch
+    from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import Embedder
     from groove_core.models import LegResult, SearchHit
 
@@ -76,6 +76,7 @@ class Plugins:
     infos: list[PluginInfo] = field(default_factory=list)
     settings: Settings = field(init=False)
     _switches: list[StageSwitch] | None = field(default=None, init=False, repr=False)
+    _legs: list[LegSpec] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = Settings(self.config)
@@ -169,8 +170,36 @@ class Plugins:
                 active.add(switch.name)
         return frozenset(active)
 
-    def candidates(self, ctx: QueryContext) -> list[LegResult]:
-        return [r for r in self.pm.hook.groove_candidates(ctx=ctx) if r is not None]
+    def leg_specs(self) -> list[LegSpec]:
+        """Every candidate leg, in pluggy's call order (which fusion's float sums follow),
+        each with the plugin that declared it (collected once: every query reads them)."""
+        if self._legs is None:
+            found: list[LegSpec] = []
+            for impl in reversed(self.pm.hook.groove_legs.get_hookimpls()):
+                for spec in cast("list[LegSpec] | None", impl.function()) or []:
+                    found.append(replace(spec, plugin=impl.plugin_name))
+            self._legs = found
+        return list(self._legs)
+
+    def terms_leg(self) -> str | None:
+        """The name of the first lexical leg that reports the query's terms, if any."""
+        return next(
+            (s.name for s in self.leg_specs() if s.kind == "lexical" and s.reports_terms), None
+        )
+
+    def candidates(
+        self, ctx: QueryContext, kinds: Collection[str] | None = None
+    ) -> list[LegResult]:
+        """Every leg's result for ``ctx`` (only the legs of ``kinds`` when given), named
+        and kinded after its spec."""
+        found = []
+        for spec in self.leg_specs():
+            if kinds is not None and spec.kind not in kinds:
+                continue
+            result = spec.search(ctx)
+            if result is not None:
+                found.append(replace(result, name=spec.name, kind=spec.kind))
+        return found
 
     def pool_size(self, ctx: QueryContext) -> int:
         requests = [n for n in self.pm.hook.groove_pool_size(ctx=ctx) if n is not None]

@@ -19,11 +19,11 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 from groove_core.app import Groove
 from groove_core.context import QueryContext
-from groove_core.models import LegResult, SearchHit
+from groove_core.models import LegKind, LegResult, SearchHit
 
 T = TypeVar("T")
 
@@ -97,10 +97,19 @@ def candidate_pool(app: Groove, ctx: QueryContext) -> list[SearchHit]:
 
 
 def check_candidate_leg(plugin: Any, app: Groove, queries: Sequence[str] = SAMPLE_QUERIES) -> None:
-    """A leg returns a LegResult (or None) of unique, existing chunk ids, at most leg_size."""
+    """Each leg the plugin declares has a kind the core knows, and returns a LegResult (or
+    None) of unique, existing chunk ids, at most leg_size."""
+    specs = plugin.groove_legs()
+    assert specs, "the plugin declares no leg"
+    for spec in specs:
+        assert spec.kind in get_args(LegKind), f"{spec.name}: unknown kind {spec.kind!r}"
+        _check_leg(spec.search, app, queries)
+
+
+def _check_leg(search: Any, app: Groove, queries: Sequence[str]) -> None:
     for query in queries:
         ctx = query_context(app, query)
-        result = plugin.groove_candidates(ctx=ctx)
+        result = search(ctx)
         if result is None:
             continue
         assert isinstance(result, LegResult), f"{query!r}: returned {type(result).__name__}"
@@ -109,7 +118,7 @@ def check_candidate_leg(plugin: Any, app: Groove, queries: Sequence[str] = SAMPL
         assert len(ids) <= ctx.leg_size, f"{query!r}: {len(ids)} hits > leg_size {ctx.leg_size}"
         known = ctx.store.chunk_rows(ids)
         assert set(ids) <= set(known), f"{query!r}: unknown chunk ids {set(ids) - set(known)}"
-        again = plugin.groove_candidates(ctx=query_context(app, query))
+        again = search(query_context(app, query))
         assert again == result, f"{query!r}: not deterministic"
 
 

@@ -1,30 +1,34 @@
 """Per-leg RRF weights, and the query-dependent rules that adjust them.
 
 RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion.weights]``
-(1.0 for a leg not listed), and two rules change them per query:
+(1.0 for a leg not listed), and two rules change them per query. The rules know a leg by
+the kind its spec declares (``lexical``, ``vector``, ``other``; see
+``groove_core.context.LegSpec``), never by its name, so a plugin's leg is weighed like a
+built-in one of its kind:
 
 * **cross-script**: when the query's script (Japanese or not) differs from the script of
-  what the lexical legs matched (their top hits), the lexical legs (``fts``, ``word``) are
-  multiplied by ``cross_script_lexical``. An English question over Japanese notes shares
+  what the lexical legs matched (their top hits), every lexical leg is multiplied by
+  ``cross_script_lexical``. An English question over Japanese notes shares
   only stray Latin words with them (code, product names), which match pages that are not
   the answer; the vector leg is the one that can bridge languages. The script is read from
   the matches, not from the corpus as a whole, so that in a bilingual knowledge base an
   English question that matches English notes keeps its lexical legs.
-* **lexical coverage**: when the word leg's top hit contains at least
-  ``coverage_threshold`` of the query's IDF mass (the rare words of the query, weighted by
-  bm25's IDF), the vector leg is multiplied by ``coverage_vector``: an exact match on the
-  query's distinctive words is better evidence than a semantic neighbour. It does not
-  apply to a cross-script query.
+* **lexical coverage**: when the top hit of the lexical leg that reports the query's terms
+  (``meta["terms"]``: the built-in word leg) contains at least ``coverage_threshold`` of
+  the query's IDF mass (the rare words of the query, weighted by bm25's IDF), every vector
+  leg is multiplied by ``coverage_vector``: an exact match on the query's distinctive
+  words is better evidence than a semantic neighbour. It does not apply to a cross-script
+  query.
 
 Both rules exist for the three-leg pipeline and were measured with it (ADR-0012), so they
-apply only when the word leg took part in the query; with the word leg disabled, fusion is
-the seed's plain RRF. The figures behind the defaults are in docs/eval.md.
+apply only when a lexical leg reporting terms took part in the query; with the word leg
+disabled, fusion is the seed's plain RRF. The figures behind the defaults are in docs/eval.md.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -33,11 +37,8 @@ from groove_core import words
 if TYPE_CHECKING:
     from groove_core.config import FusionConfig
     from groove_core.context import QueryContext
-    from groove_core.models import LegResult
+    from groove_core.models import LegKind, LegResult
     from groove_core.storage import SearchStore
-
-LEXICAL_LEGS = frozenset({"fts", "word"})
-WORD_LEG = "word"
 
 #: Top hits of each lexical leg whose text tells the script of what the legs matched.
 MATCH_SAMPLE = 5
@@ -70,9 +71,7 @@ def query_script(text: str) -> str | None:
 
 def match_script(store: SearchStore, legs: Sequence[LegResult]) -> str | None:
     """``ja`` or ``other``: the script of the lexical legs' top hits (None without hits)."""
-    ids = {
-        hit.chunk_id for leg in legs if leg.name in LEXICAL_LEGS for hit in leg.hits[:MATCH_SAMPLE]
-    }
+    ids = {hit.chunk_id for leg in legs if leg.kind == "lexical" for hit in leg.hits[:MATCH_SAMPLE]}
     if not ids:
         return None
     rows = store.chunk_rows(sorted(ids)).values()
@@ -90,8 +89,8 @@ class Features:
 
     query_script: str | None
     match_script: str | None  # of what the lexical legs matched
-    coverage: float | None  # share of the query's IDF mass in the word leg's top hit
-    word_leg: bool  # the word leg ran for this query (not skipped)
+    coverage: float | None  # share of the query's IDF mass in the terms leg's top hit
+    terms_leg: str | None  # the lexical leg that reported the query's terms, if one ran
 
     @property
     def cross_script(self) -> bool:
@@ -125,29 +124,41 @@ def _coverage(store: SearchStore, leg: LegResult) -> float | None:
     return sum(v for t, v in idf.items() if t in present) / mass
 
 
+def terms_leg(legs: Sequence[LegResult]) -> LegResult | None:
+    """The lexical leg that reports the query's terms (``meta["terms"]``), if one ran."""
+    return next(
+        (
+            leg
+            for leg in legs
+            if leg.kind == "lexical" and leg.meta.get("terms") and not leg.meta.get("skipped")
+        ),
+        None,
+    )
+
+
 def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
-    word = next((leg for leg in legs if leg.name == WORD_LEG), None)
-    ran = word is not None and not word.meta.get("skipped")
-    if not ran or word is None:
-        return Features(None, None, None, False)
+    terms = terms_leg(legs)
+    if terms is None:
+        return Features(None, None, None, None)
     return Features(
         query_script(ctx.query.embed_text),
         match_script(ctx.store, legs),
-        _coverage(ctx.store, word),
-        True,
+        _coverage(ctx.store, terms),
+        terms.name,
     )
 
 
 def leg_weights(
-    found: Features, names: Sequence[str], fusion: FusionConfig
+    found: Features, kinds: Mapping[str, LegKind], fusion: FusionConfig
 ) -> dict[str, tuple[float, tuple[str, ...]]]:
-    """leg name -> (weight, the reasons it differs from the configured weight)."""
+    """leg name -> (weight, the reasons it differs from the configured weight), for the
+    legs ``kinds`` names (leg name -> its kind)."""
     out: dict[str, tuple[float, tuple[str, ...]]] = {}
-    for name in names:
+    for name, kind in kinds.items():
         weight = fusion.weights.get(name, 1.0)
         why: list[str] = []
-        if found.word_leg:
-            if found.cross_script and name in LEXICAL_LEGS and fusion.cross_script_lexical != 1:
+        if found.terms_leg is not None:
+            if found.cross_script and kind == "lexical" and fusion.cross_script_lexical != 1:
                 weight *= fusion.cross_script_lexical
                 why.append(
                     f"query {found.query_script} vs matches {found.match_script}: "
@@ -161,14 +172,19 @@ def leg_weights(
                 and found.coverage is not None
                 and found.coverage >= fusion.coverage_threshold
             )
-            if covered and name == "vector" and fusion.coverage_vector != 1:
+            if covered and kind == "vector" and fusion.coverage_vector != 1:
                 weight *= fusion.coverage_vector
                 why.append(
-                    f"word-leg top hit covers {found.coverage:.0%} of the query's IDF: "
-                    f"x{fusion.coverage_vector:g}"
+                    f"{found.terms_leg} leg's top hit covers {found.coverage:.0%} of the "
+                    f"query's IDF: x{fusion.coverage_vector:g}"
                 )
         out[name] = (weight, tuple(why))
     return out
+
+
+def leg_kinds(legs: Sequence[LegResult]) -> dict[str, LegKind]:
+    """Each leg's name -> its kind, in the legs' order."""
+    return {leg.name: leg.kind for leg in legs}
 
 
 def apply(
@@ -186,5 +202,5 @@ def apply(
 def weigh(ctx: QueryContext, legs: Sequence[LegResult]) -> list[LegResult]:
     """Weights for this query's legs, from the configuration and the rules."""
     found = features(ctx, legs)
-    weights = leg_weights(found, [leg.name for leg in legs], ctx.config.search.fusion)
+    weights = leg_weights(found, leg_kinds(legs), ctx.config.search.fusion)
     return apply(legs, weights)

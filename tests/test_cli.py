@@ -47,7 +47,7 @@ def test_explain_shows_the_compiled_query_and_legs(notes_kb: Path) -> None:
     _run("index", str(notes_kb))
     result = _run("search", "rust -async", "--kb", str(notes_kb), "--explain")
     assert 'match_expr: ("rust") NOT ("async")' in result.output
-    assert "leg fts:" in result.output and "leg vector:" in result.output
+    assert "leg fts (lexical):" in result.output and "leg vector (vector):" in result.output
 
 
 def test_exclusion_only_query_exits_2(notes_kb: Path) -> None:

@@ -169,7 +169,7 @@ def test_plugins_list_aligns_its_columns(monkeypatch: pytest.MonkeyPatch) -> Non
     from groove_core import plugins
 
     infos = [
-        plugins.PluginInfo("fts", "groove-core", "0.1.0", ("groove_candidates",), "enabled"),
+        plugins.PluginInfo("fts", "groove-core", "0.1.0", ("groove_legs",), "enabled"),
         plugins.PluginInfo(
             "a_much_longer_name",
             "a-long-distribution-name",

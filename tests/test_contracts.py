@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from groove_core.builtins.legs import FTSLeg, VectorLeg
-from groove_core.context import QueryContext
+from groove_core.context import LegSpec, QueryContext
 from groove_core.hookspecs import hookimpl
 from groove_core.models import ExpandedRange, LegHit, LegResult, SearchHit
 from groove_core.testing import (
@@ -33,7 +33,10 @@ def test_builtin_legs_keep_the_leg_contract(app) -> None:  # type: ignore[no-unt
 
 class DuplicateLeg:
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("dup", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
         return LegResult("dup", (LegHit(1, 0.0), LegHit(1, 0.0)))
 
 

@@ -21,12 +21,13 @@ def _fake_dist(site: Path, dist: str, module: str, source: str) -> None:
 
 
 GOOD = """
+from groove_core.context import LegSpec
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegResult
 
 @hookimpl
-def groove_candidates(ctx):
-    return LegResult("extra", ())
+def groove_legs():
+    return [LegSpec("extra", "other", lambda ctx: LegResult("extra", ()))]
 """
 
 
@@ -48,9 +49,9 @@ def test_installed_plugins_load_fail_or_stay_blocked(site: Path) -> None:
     infos = {i.name: i for i in plugins.infos}
     good = infos["gv_good"]
     assert (good.distribution, good.version, good.status) == ("gv-good", "1.2.3", "enabled")
-    assert good.hooks == ("groove_candidates",)
+    assert good.hooks == ("groove_legs",)
     broken = infos["gv_broken"]
     assert broken.status == "failed" and "needs a GPU" in broken.reason
     assert infos["gv_blocked"].status == "disabled"
     assert "gv_blocked" not in sys.modules, "a disabled plugin must never be imported"
-    assert "gv_good" in plugins.implements("groove_candidates")
+    assert "gv_good" in plugins.implements("groove_legs")

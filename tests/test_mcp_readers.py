@@ -15,7 +15,7 @@ from mcp import Client
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
-from groove_core.context import QueryContext
+from groove_core.context import LegSpec, QueryContext
 from groove_core.hookspecs import hookimpl
 from groove_core.mcp.kb_files import DiskTracker, changes_on_disk
 from groove_core.mcp.server import build_mcp_server
@@ -33,7 +33,10 @@ class Rendezvous:
         self.inside: list[tuple[int, int, bool]] = []
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("rendezvous", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult | None:
         conn = ctx.store.conn
         self.inside.append((threading.get_ident(), id(conn), conn.in_transaction))
         self.barrier.wait()

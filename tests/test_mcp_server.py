@@ -16,7 +16,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
 from groove_core.app import Groove
-from groove_core.context import QueryContext, SearchOption
+from groove_core.context import LegSpec, QueryContext, SearchOption
 from groove_core.hookspecs import hookimpl
 from groove_core.mcp.budget import fit_search
 from groove_core.mcp.server import build_mcp_server
@@ -399,7 +399,10 @@ class EchoPlugin:
         return [SearchOption("echo_level", "int", "How loud the echo is.")]
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> None:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("echo", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> None:
         self.seen.append(dict(ctx.options))
 
     @hookimpl

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError, ConfigSection, GrooveConfig, parse_config
-from groove_core.context import QueryContext, SearchOption
+from groove_core.context import LegSpec, QueryContext, SearchOption
 from groove_core.embedding import EmbedderError, EmbedderSpec
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult, SearchHit, Span
@@ -27,7 +27,7 @@ def test_builtins_are_plugins() -> None:
     plugins = make_plugin_manager(GrooveConfig())
     names = {i.name: i for i in plugins.infos}
     assert {"fts", "vector", "match_spans", "embedders"} <= set(names)
-    assert names["fts"].hooks == ("groove_candidates",)
+    assert names["fts"].hooks == ("groove_legs",)
     assert names["match_spans"].hooks == ("groove_highlight",)
     assert all(i.status == "enabled" for i in plugins.infos if i.builtin)
 
@@ -35,7 +35,7 @@ def test_builtins_are_plugins() -> None:
 def test_disabled_builtin_is_not_registered() -> None:
     config = parse_config({"plugins": {"disabled": ["fts"]}})
     plugins = make_plugin_manager(config)
-    legs = plugins.implements("groove_candidates")
+    legs = plugins.implements("groove_legs")
     assert "fts" not in legs and "vector" in legs
     assert next(i for i in plugins.infos if i.name == "fts").status == "disabled"
 
@@ -82,7 +82,10 @@ class TitleLeg:
     """A third leg: matches documents whose title contains the query text."""
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("title", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
         docs = ctx.store.documents()
         wanted = [d.doc_id for d in docs if ctx.query.embed_text.lower() in d.title.lower()]
         ids = sorted(ctx.store.chunk_ids_for_docs(wanted))

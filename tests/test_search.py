@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from groove_core.models import SearchHit
+from groove_core.models import LegKind, SearchHit
 from groove_core.pipeline import low_confidence
 from groove_core.query import QueryError
 from groove_core.testing import open_kb
@@ -145,6 +145,8 @@ def _hit(legs: dict[str, tuple[int, float]]) -> SearchHit:
         ([{"vector": (1, 0.9)}], False),  # a near vector alone is enough
         ([{"vector": (1, 1.3)}, {"fts": (1, -2.0)}], True),  # far vector, uncorroborated
         ([{"fts": (1, -2.0)}], False),  # lexical-only pipeline (vector leg disabled)
+        ([{"word": (1, -2.0)}], False),  # any lexical leg, not only the trigram one
+        ([{"other": (1, 5.0)}], True),  # a leg of kind "other" alone is no evidence
     ],
 )
 def test_low_confidence_rule(
@@ -152,4 +154,10 @@ def test_low_confidence_rule(
 ) -> None:
     app = open_kb(notes_kb, index=False)
     ctx = SimpleNamespace(config=app.config)
-    assert low_confidence(ctx, [_hit(x) for x in legs]) is expected  # type: ignore[arg-type]
+    kinds: dict[str, LegKind] = {
+        "fts": "lexical",
+        "word": "lexical",
+        "vector": "vector",
+        "other": "other",
+    }
+    assert low_confidence(ctx, [_hit(x) for x in legs], kinds) is expected  # type: ignore[arg-type]

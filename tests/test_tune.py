@@ -44,7 +44,7 @@ def trap_kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_grid_fixes_content_weight_and_keeps_the_current_point() -> None:
-    current = current_point(GrooveConfig())
+    current = current_point(GrooveConfig(), "word")
     assert current == Point(60.0, 2.0, 1.0, 1.0)
     points = grid(current)
     assert current in points and len(points) == len(set(points))

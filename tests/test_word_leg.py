@@ -12,7 +12,7 @@ from groove_core import words
 from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.fusion import rrf
-from groove_core.models import LegHit, LegResult
+from groove_core.models import LegHit, LegKind, LegResult
 from groove_core.query import normalize
 from groove_core.store import (
     LEXICAL_RULES_KEY,
@@ -253,19 +253,19 @@ def test_weighted_rrf_and_zero_weight() -> None:
 
 def test_rules_cross_script_and_coverage() -> None:
     fusion = parse_config({}).search.fusion
-    names = ["fts", "word", "vector"]
-    cross = Features("other", "ja", None, True)  # an English query, Japanese matches
+    names: dict[str, LegKind] = {"fts": "lexical", "word": "lexical", "vector": "vector"}
+    cross = Features("other", "ja", None, "word")  # an English query, Japanese matches
     weights = leg_weights(cross, names, fusion)
     assert weights["fts"][0] == weights["word"][0] == fusion.cross_script_lexical
     assert weights["vector"] == (1.0, ())
-    covered = Features("ja", "ja", 0.8, True)
+    covered = Features("ja", "ja", 0.8, "word")
     weights = leg_weights(covered, names, fusion)
     assert weights["vector"][0] == fusion.coverage_vector
     assert weights["fts"] == (1.0, ())
-    # Without the word leg the rules are off: the seed pipeline's plain RRF.
-    assert leg_weights(Features("other", "ja", 0.9, False), names, fusion)["fts"] == (1.0, ())
+    # Without a lexical leg reporting terms the rules are off: the seed pipeline's plain RRF.
+    assert leg_weights(Features("other", "ja", 0.9, None), names, fusion)["fts"] == (1.0, ())
     configured = parse_config({"search": {"fusion": {"weights": {"vector": 0.5}}}}).search.fusion
-    assert leg_weights(Features(None, None, None, True), names, configured)["vector"][0] == 0.5
+    assert leg_weights(Features(None, None, None, "word"), names, configured)["vector"][0] == 0.5
 
 
 def test_script_detection() -> None:
@@ -279,7 +279,7 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     open_kb(kb, entry_points=False).close()
     result = CliRunner().invoke(build_cli(None), ["search", "--kb", str(kb), "状態", "--explain"])
     assert result.exit_code == 0, result.output
-    assert "leg word: 1 candidates  weight 1" in result.output
+    assert "leg word (lexical): 1 candidates  weight 1" in result.output
     assert 'expr: "状態"' in result.output
     result = CliRunner().invoke(
         build_cli(None), ["search", "--kb", str(kb), "computed", "--explain"]
@@ -294,4 +294,4 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     # The same mostly-Japanese notes, but this English query matches English notes: a
     # bilingual knowledge base keeps its lexical legs for them.
     assert "vs matches" not in result.output
-    assert "leg fts: 2 candidates  weight 1" in result.output
+    assert "leg fts (lexical): 2 candidates  weight 1" in result.output

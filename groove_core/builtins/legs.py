@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from groove_core import words
-from groove_core.context import QueryContext
+from groove_core.context import LegSpec, QueryContext
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
 from groove_core.query import match_expression
@@ -79,7 +79,10 @@ class FTSLeg:
     the query's common phrases (:func:`common_phrases`)."""
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("fts", "lexical", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
         expr = ctx.query.match_expr
         if ctx.query.fts_skipped or expr is None:
             return LegResult("fts", (), {"skipped": True})
@@ -116,7 +119,10 @@ class VectorLeg:
     """KNN over the stored chunk embeddings (L2), agreeing with FTS on exclusions."""
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("vector", "vector", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
         allowed, excluded, k = _scope(ctx)
         rows = ctx.store.vector_search(ctx.query_vector(), k, allowed)
         kept = [LegHit(cid, dist) for cid, dist in rows if cid not in excluded]
@@ -128,11 +134,15 @@ class WordLeg:
     that the trigram leg cannot, and English words stemmed for plurals.
 
     Exclusions are the same chunk ids the other legs drop (ADR-0011), filters are applied
-    inside the query, and the leg reports its expression for ``--explain``.
+    inside the query, and the leg reports its expression for ``--explain`` and its terms
+    for the coverage rule (``groove_core.weighting``).
     """
 
     @hookimpl
-    def groove_candidates(self, ctx: QueryContext) -> LegResult | None:
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("word", "lexical", self.search, reports_terms=True)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
         terms, truncated = words.query_terms(ctx.query.positive_parts)
         if not terms:
             # e.g. a query of hiragana only: nothing this leg can look up.

@@ -395,7 +395,8 @@ def tune_cmd(
     session = EvalSession.open(kb, config_path, golden_path)
     seed = DEFAULT_SEED if seed is None else seed
     searcher = session.searcher()
-    current = current_point(session.config)
+    terms_leg = searcher.plugins.terms_leg()
+    current = current_point(session.config, terms_leg)
     weights = {p.weights for p in grid(current)}
     progress = _Progress(len(session.queries) * (1 + len(weights)), "tune")
     try:
@@ -407,7 +408,7 @@ def tune_cmd(
         tuned = assess(result, keys, current, metric=metric, holdout=holdout, seed=seed)
     except ValueError as err:
         raise click.ClickException(str(err)) from None
-    written = write_tuned(tuned, kb, config_path, _warn) if write else None
+    written = write_tuned(tuned, kb, config_path, _warn, terms_leg) if write else None
     if report_path is not None:
         _write_tune_report(report_path, session, tuned, result.outcomes[current])
     if as_json:

@@ -125,7 +125,11 @@ def _default_golden(kb: Path) -> Path:
 def ablation_variants(session: EvalSession) -> list[Variant]:
     """Lexical only, vector only, hybrid (stage 1), then hybrid plus each optional stage.
 
-    The optional stages are those the enabled plugins switch (``groove_stage_switches``).
+    "Lexical only" disables every plugin providing a leg of another kind, "vector only"
+    every plugin providing a leg that is not a vector leg (by the kinds their
+    ``groove_legs`` declare: a plugin's leg joins the row of its kind); both rows are
+    there when legs of both kinds are. The optional stages are those the enabled plugins
+    switch (``groove_stage_switches``).
     A stage that is off in groove.toml gets a row with it switched on (marked), so
     ``--ablate`` also answers "would this stage help here?". A stage that needs a setting
     groove.toml leaves unset (e.g. a model) gets no row.
@@ -133,10 +137,11 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
     config, plugins = session.config, session.app.plugins
     disabled = list(config.plugins.disabled)
     rows: list[Variant] = []
-    legs = set(plugins.implements("groove_candidates"))
-    if {"fts", "vector"} <= legs:
-        rows.append(_leg_variant("lexical only", config, [*disabled, "vector"]))
-        rows.append(_leg_variant("vector only", config, [*disabled, "fts"]))
+    specs = plugins.leg_specs()
+    if {"lexical", "vector"} <= {s.kind for s in specs}:
+        for name, kind in (("lexical only", "lexical"), ("vector only", "vector")):
+            others = dict.fromkeys(s.plugin for s in specs if s.kind != kind)
+            rows.append(_leg_variant(name, config, [*disabled, *others]))
     rows.append(Variant("hybrid (stage 1)", config, "candidates"))
     switches = plugins.stage_switches()
     all_off = {s.setting: False for s in switches}

@@ -131,10 +131,16 @@ def _without(data: Mapping[str, Any], table: str) -> dict[str, Any]:
 
 
 def write_tuned(
-    tuned: TuneReport, kb: Path, config_path: Path | None, warn: Callable[[str], None]
+    tuned: TuneReport,
+    kb: Path,
+    config_path: Path | None,
+    warn: Callable[[str], None],
+    terms_leg: str | None,
 ) -> Path | None:
     """``groove tune --write``: put the winner in ``[search.fusion]`` of the KB's
     groove.toml (or ``config_path``) when it is a real gain; returns the file written.
+    The ``word`` knob is written as the weight of ``terms_leg`` (the lexical leg that
+    reports the query's terms).
 
     The file is replaced whole (temp file + rename) and must still be a valid
     configuration afterwards (a ConfigError says why not)."""
@@ -146,8 +152,8 @@ def write_tuned(
     path = config_path or kb / CONFIG_FILENAME
     text = path.read_text(encoding="utf-8") if path.exists() else ""
     updated = set_table_values(text, "search.fusion", tuned.best.fusion_values())
-    if tuned.best.word != tuned.current.word:
-        updated = set_table_values(updated, "search.fusion.weights", {"word": tuned.best.word})
+    if terms_leg is not None and tuned.best.word != tuned.current.word:
+        updated = set_table_values(updated, "search.fusion.weights", {terms_leg: tuned.best.word})
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(updated, encoding="utf-8")
     tmp.replace(path)

@@ -6,7 +6,8 @@ The grid (documented in docs/eval.md):
 * ``heading`` in GRID_HEADING and ``context`` in GRID_CONTEXT with ``content`` fixed at
   1.0 — bm25 is a weighted *sum* over columns, so scaling all three weights together never
   changes a ranking and only the ratios to ``content`` are free;
-* the word leg's RRF weight in GRID_WORD and the two query-dependent rules
+* the RRF weight of the lexical leg that reports the query's terms (the word leg; the
+  ``word`` knob) in GRID_WORD and the two query-dependent rules
   (``cross_script_lexical`` in GRID_CROSS, ``coverage_vector`` in GRID_COVERAGE), swept
   together at the current k and column weights (ADR-0012);
 * plus the current setting, exactly as configured.
@@ -17,8 +18,9 @@ compared with the current setting on the held-out part with a paired test, so th
 verdict is not flattered by having picked the maximum of ~170 noisy numbers.
 
 Speed: a query's non-lexical legs (the vector leg: embedding + KNN) do not depend on any
-knob of the grid, so they run once per query; the FTS leg runs once per weight setting,
-and fusion once per k. The whole grid costs about as much as 25 plain eval runs of FTS.
+knob of the grid, so they run once per query; the lexical legs (every leg whose spec says
+``lexical``) run once per weight setting, and fusion once per k. The whole grid costs
+about as much as 25 plain eval runs of FTS.
 """
 
 from __future__ import annotations
@@ -44,7 +46,7 @@ from groove_core.evaluation.runner import (
     score,
     with_changes,
 )
-from groove_core.weighting import Features, apply, features, leg_weights
+from groove_core.weighting import Features, apply, features, leg_kinds, leg_weights
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
@@ -65,7 +67,8 @@ HOLDOUT_FRACTION = 0.5
 @dataclass(frozen=True, order=True)
 class Point:
     """One setting of the knobs: RRF k, the bm25 column weights, and the fusion weights
-    (the word leg's weight and the two rules' factors; see groove_core.weighting)."""
+    (``word``: the weight of the lexical leg reporting the query's terms, and the two
+    rules' factors; see groove_core.weighting)."""
 
     rrf_k: float
     heading: float
@@ -102,8 +105,8 @@ class Point:
         }
 
     def fusion_values(self) -> dict[str, float]:
-        """The ``[search.fusion]`` keys of this point (the word weight lives in
-        ``[search.fusion.weights]``)."""
+        """The ``[search.fusion]`` keys of this point (the ``word`` weight lives in
+        ``[search.fusion.weights]``, under the terms leg's name)."""
         out = self.to_json()
         del out["word"]
         return out
@@ -113,14 +116,16 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def current_point(config: GrooveConfig) -> Point:
+def current_point(config: GrooveConfig, terms_leg: str | None) -> Point:
+    """The configured point; ``terms_leg`` names the leg whose weight is the ``word`` knob
+    (``Plugins.terms_leg()``; None: no such leg, the knob stays 1.0)."""
     f = config.search.fusion
     return Point(
         f.rrf_k,
         f.heading,
         f.context,
         f.content,
-        f.weights.get("word", 1.0),
+        f.weights.get(terms_leg, 1.0) if terms_leg is not None else 1.0,
         f.cross_script_lexical,
         f.coverage_vector,
     )
@@ -188,17 +193,13 @@ def _prepare(
     return prepared
 
 
-def _lexical_legs(ctx: QueryContext, config: GrooveConfig) -> dict[str, LegResult]:
-    """The legs that read the bm25 column weights, recomputed for ``config``."""
-    from groove_core.builtins.legs import FTSLeg, WordLeg
-
+def _lexical_legs(
+    searcher: GoldenSearcher, ctx: QueryContext, config: GrooveConfig
+) -> dict[str, LegResult]:
+    """The lexical legs (those that may read the bm25 column weights), recomputed for
+    ``config``."""
     weighted = replace(ctx, config=config)
-    out: dict[str, LegResult] = {}
-    for name, leg in (("fts", FTSLeg()), ("word", WordLeg())):
-        result = leg.groove_candidates(weighted)
-        if result is not None:
-            out[name] = result
-    return out
+    return {leg.name: leg for leg in searcher.plugins.candidates(weighted, kinds={"lexical"})}
 
 
 @dataclass
@@ -217,8 +218,9 @@ def run_grid(
     """Per-query outcomes at every grid point (stage 1, as ``groove eval`` measures)."""
     config = searcher.config
     prepared = _prepare(searcher, queries, limit, progress)
-    points = grid(current_point(config))
-    lexical = set(searcher.plugins.implements("groove_candidates")) & {"fts", "word"}
+    terms_leg = searcher.plugins.terms_leg()
+    points = grid(current_point(config, terms_leg))
+    lexical = {s.name for s in searcher.plugins.leg_specs() if s.kind == "lexical"}
     by_weights: dict[tuple[float, float, float], list[Point]] = {}
     for point in points:
         by_weights.setdefault(point.weights, []).append(point)
@@ -227,10 +229,10 @@ def run_grid(
         changes = dict(zip(("heading", "context", "content"), weights, strict=True))
         weighted = with_changes(config, {f"search.fusion.{k}": v for k, v in changes.items()})
         for item in prepared:
-            legs = _legs_for(item, weighted, lexical)
+            legs = _legs_for(searcher, item, weighted, lexical)
             found = features(item.ctx, legs) if item.ctx is not None else None
             for point in same:
-                fused = _weighted(legs, found, point, config)
+                fused = _weighted(legs, found, point, config, terms_leg)
                 outcomes[point].items.append(_score(searcher, item, fused, point.rrf_k, limit))
         if progress is not None:
             progress(len(prepared))
@@ -238,26 +240,33 @@ def run_grid(
 
 
 def _weighted(
-    legs: list[LegResult], found: Features | None, point: Point, config: GrooveConfig
+    legs: list[LegResult],
+    found: Features | None,
+    point: Point,
+    config: GrooveConfig,
+    terms_leg: str | None,
 ) -> list[LegResult]:
     """The legs with this point's fusion weights (the rules' features do not change)."""
     if found is None:
         return legs
     f = config.search.fusion
+    word = {terms_leg: point.word} if terms_leg is not None else {}
     fusion = f.model_copy(
         update={
-            "weights": {**f.weights, "word": point.word},
+            "weights": {**f.weights, **word},
             "cross_script_lexical": point.cross_script_lexical,
             "coverage_vector": point.coverage_vector,
         }
     )
-    return apply(legs, leg_weights(found, [leg.name for leg in legs], fusion))
+    return apply(legs, leg_weights(found, leg_kinds(legs), fusion))
 
 
-def _legs_for(item: _Prepared, config: GrooveConfig, lexical: set[str]) -> list[LegResult]:
+def _legs_for(
+    searcher: GoldenSearcher, item: _Prepared, config: GrooveConfig, lexical: set[str]
+) -> list[LegResult]:
     if item.ctx is None or not lexical:
         return item.legs
-    fresh = _lexical_legs(item.ctx, config)
+    fresh = _lexical_legs(searcher, item.ctx, config)
     return [
         fresh[leg.name] if leg.name in lexical and leg.name in fresh else leg for leg in item.legs
     ]

@@ -1,4 +1,8 @@
-"""A candidate leg ranking chunks of documents whose title contains the query's phrases."""
+"""A candidate leg ranking chunks of documents whose title contains the query's phrases.
+
+It declares itself a ``lexical`` leg (it matches the query's words), so the core's fusion
+rules, ``low_confidence``, ``groove tune`` and ``eval --ablate`` treat it as they treat the
+built-in lexical legs."""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import unicodedata
 from pydantic import BaseModel, ConfigDict, Field
 
 from groove_core.config import ConfigSection
-from groove_core.context import QueryContext, StageSwitch
+from groove_core.context import LegSpec, QueryContext, StageSwitch
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
 
@@ -40,7 +44,11 @@ def groove_stage_switches() -> list[StageSwitch]:
 
 
 @hookimpl
-def groove_candidates(ctx: QueryContext) -> LegResult | None:
+def groove_legs() -> list[LegSpec]:
+    return [LegSpec(NAME, "lexical", search)]
+
+
+def search(ctx: QueryContext) -> LegResult | None:
     if not ctx.active(NAME) or not ctx.query.positives:
         return None
     settings = ctx.settings.get(TitleLegSettings)

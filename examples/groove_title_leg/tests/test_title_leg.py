@@ -59,7 +59,7 @@ def test_it_is_installed_listed_and_adds_a_search_switch() -> None:
     infos, _ = list_plugins(GrooveConfig())
     info = next(i for i in infos if i.name == "titles")
     assert (info.distribution, info.status) == ("groove-title-leg", "enabled")
-    assert "groove_candidates" in info.hooks
+    assert "groove_legs" in info.hooks
     cli = build_cli(make_plugin_manager(GrooveConfig()))
     help_text = CliRunner().invoke(cli, ["search", "--help"]).output
     assert "--titles / --no-titles" in help_text
