@@ -93,6 +93,20 @@ def test_eval_ablate_puts_a_plugin_leg_in_the_row_of_its_kind(tmp_path: Path) ->
     assert "titles" in enabled["hybrid (stage 1)"]
 
 
+def test_tune_reruns_a_plugin_lexical_leg_with_the_built_in_ones(tmp_path: Path) -> None:
+    from groove_core.evaluation.runner import GoldenSearcher
+    from groove_core.evaluation.tune import _lexical_legs
+
+    app = open_kb(_kb(tmp_path / "kb", FAST_CONFIG + TITLES_ON))
+    searcher = GoldenSearcher(app.searcher())
+    ctx = searcher.searcher.context("gardening tomatoes")
+    changed = app.config.model_copy(deep=True)
+    # What tune re-runs for each bm25 column setting: every lexical leg, none other.
+    assert set(_lexical_legs(searcher, ctx, changed)) == {"fts", "word", "titles"}
+    assert app.plugins.terms_leg() == "word"
+    app.close()
+
+
 def test_a_plugin_lexical_leg_alone_is_not_low_confidence(tmp_path: Path) -> None:
     # Only the plugin's leg runs: its matches count as the built-in lexical legs' would.
     config = FAST_CONFIG + TITLES_ON + '[plugins]\ndisabled = ["fts", "word", "vector"]\n'
