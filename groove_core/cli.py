@@ -204,7 +204,7 @@ def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json
     PATH is KB-relative, as search prints it. An outgoing link that resolves to no indexed
     document is listed with '(unresolved)'.
     """
-    from groove_core.mcp.kb_files import DocumentError, resolve_markdown
+    from groove_core.kb_files import DocumentError, resolve_markdown
 
     app = _open(kb, config_path)
     rel = resolve_markdown(app, path).rel

@@ -34,7 +34,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from groove_core.embedding import EmbedderError
     from groove_core.evaluation.golden import GoldenError
     from groove_core.evaluation.tomledit import TomlEditError
-    from groove_core.mcp.kb_files import DocumentError
+    from groove_core.kb_files import DocumentError
     from groove_core.store import StoreError
 
     return (ConfigError, EmbedderError, StoreError, DocumentError, GoldenError, TomlEditError)

@@ -118,7 +118,7 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
 
 def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     """The document's fields and the requested lines, as ``get_document`` names them."""
-    from groove_core.mcp.kb_files import (
+    from groove_core.kb_files import (
         changed_since_index,
         check_range,
         chunk_span,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groove_core.embedding import EmbedderError
-from groove_core.mcp.kb_files import changes_on_disk, iso_time
+from groove_core.kb_files import changes_on_disk, iso_time
 
 if TYPE_CHECKING:
     from groove_core.app import Groove

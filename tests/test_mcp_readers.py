@@ -17,7 +17,7 @@ from mcp_types import CallToolResult
 
 from groove_core.context import LegSpec, QueryContext
 from groove_core.hookspecs import hookimpl
-from groove_core.mcp.kb_files import DiskTracker, changes_on_disk
+from groove_core.kb_files import DiskTracker, changes_on_disk
 from groove_core.mcp.server import build_mcp_server
 from groove_core.mcp.threads import LockedEmbedder
 from groove_core.models import LegResult

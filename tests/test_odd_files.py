@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError, parse_config
-from groove_core.mcp.kb_files import DocumentError, resolve_markdown
+from groove_core.kb_files import DocumentError, resolve_markdown
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -8,7 +8,6 @@
 - :mod:`~groove_core.mcp.threads`: the worker threads, the shared embedder, plugin tools.
 - :mod:`~groove_core.mcp.tool_app`: what a plugin's tools may use (``groove_mcp_tools``).
 - :mod:`~groove_core.mcp.several`: one server for several knowledge bases.
-- :mod:`~groove_core.mcp.kb_files`: reading the KB's own files safely.
 - :mod:`~groove_core.mcp.http`: the streamable HTTP transport and its guards.
 - :mod:`~groove_core.mcp.serve`: the ``groove serve`` command.
 

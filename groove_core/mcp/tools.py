@@ -16,6 +16,18 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent
 
 from groove_core.filters import GlobError
+from groove_core.kb_files import (
+    DiskTracker,
+    DocumentError,
+    changed_since_index,
+    changes_on_disk,
+    check_range,
+    chunk_span,
+    indexed_document,
+    iso_time,
+    read_text,
+    resolve_markdown,
+)
 from groove_core.mcp.budget import (
     FIELD_SHARE,
     RELATED_NOTE,
@@ -27,18 +39,6 @@ from groove_core.mcp.budget import (
     fit_search,
     fit_status,
     largest,
-)
-from groove_core.mcp.kb_files import (
-    DiskTracker,
-    DocumentError,
-    changed_since_index,
-    changes_on_disk,
-    check_range,
-    chunk_span,
-    indexed_document,
-    iso_time,
-    read_text,
-    resolve_markdown,
 )
 from groove_core.mcp.schemas import DOCUMENT_LINKS, ChangesOut, EmbedderOut, StatusOut
 from groove_core.query import QueryError

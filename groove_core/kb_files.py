@@ -1,8 +1,9 @@
-"""Reading the KB's own files for the MCP server: safe path resolution, line ranges, freshness.
+"""Reading the KB's own files: safe path resolution, line ranges, freshness.
 
-Everything an MCP client names is untrusted. A path is served only when it is KB-relative,
-has no ``..``, resolves (symbolic links included) to a Markdown file inside the KB root, and
-lies outside the folders groove never indexes (``.groove/``, ``.git/``, ignore patterns).
+Shared by the MCP tools, ``groove get`` and ``groove status``. Everything an MCP client
+names is untrusted. A path is served only when it is KB-relative, has no ``..``, resolves
+(symbolic links included) to a Markdown file inside the KB root, and lies outside the
+folders groove never indexes (``.groove/``, ``.git/``, ignore patterns).
 """
 
 from __future__ import annotations
