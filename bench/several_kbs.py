@@ -16,7 +16,7 @@ from pathlib import Path
 
 from groove_core.app import Groove
 from groove_core.evaluation.metrics import documents_in_order, query_metrics
-from groove_core.several import open_kbs, search_several
+from groove_core.multi_kb import open_kbs, search_kbs
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = {
@@ -44,7 +44,7 @@ def main(en: Path, ja: Path, both: Path) -> None:
         for q in queries:
             expected = [f"{lang}/{p}" for p in q["expected"]]
             single = [h.path for h in one.search(q["query"], limit=LIMIT).results]
-            merged = search_several(kbs, q["query"], limit=LIMIT).results
+            merged = search_kbs(kbs, q["query"], limit=LIMIT).results
             together = [prefix[h.kb] + h.hit.path for h in merged]
             lists = [
                 [prefix[kb.name] + h.path for h in kb.app.search(q["query"], limit=LIMIT).results]

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 from groove_core.config import ConfigError, GrooveConfig, index_path, load_config
-from groove_core.models import SearchFilters, SearchResponse
+from groove_core.models import SearchResponse
 from groove_core.plugins import Plugins, make_plugin_manager
+from groove_core.search_request import SearchArgs, SearchRequest
 
 if TYPE_CHECKING:
     from groove_core.backend import BuildMode, IndexBackend
@@ -53,6 +54,14 @@ class Groove:
         return cls(kb, config, plugins)
 
     @property
+    def own_name(self) -> str:
+        """The name the KB gives itself (``[kb] name``, else its folder's name). Results
+        and the MCP tools name a KB by its registered name first
+        (:meth:`groove_core.multi_kb.NamedKb.of`); a storage backend keys the KB's rows by
+        this one, which registering the KB under another name must not change."""
+        return self.config.kb.name or self.kb.resolve().name or "kb"
+
+    @property
     def index_file(self) -> Path:
         return index_path(self.kb, self.config)
 
@@ -82,8 +91,9 @@ class Groove:
                 f"{name!r} (available: {known}; `groove plugins list` shows the installed "
                 "plugins)"
             )
-        kb_name = self.config.kb.name or self.kb.resolve().name or "kb"
-        ctx = BackendContext(self.kb, self.config, self.plugins.settings, kb_name, self.index_file)
+        ctx = BackendContext(
+            self.kb, self.config, self.plugins.settings, self.own_name, self.index_file
+        )
         return specs[name].factory(ctx)
 
     @property
@@ -215,32 +225,18 @@ class Groove:
 
     # -- searching -------------------------------------------------------------------------
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        path: str | None = None,
-        tags: Sequence[str] = (),
-        options: Mapping[str, Any] | None = None,
-    ) -> SearchResponse:
-        return self.search_explained(query, limit=limit, path=path, tags=tags, options=options)[0]
+    def search(self, query: str | SearchRequest, **args: Unpack[SearchArgs]) -> SearchResponse:
+        return self.search_explained(query, **args)[0]
 
     def search_explained(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        path: str | None = None,
-        tags: Sequence[str] = (),
-        options: Mapping[str, Any] | None = None,
+        self, query: str | SearchRequest, **args: Unpack[SearchArgs]
     ) -> tuple[SearchResponse, list[LegResult], QueryContext]:
         """The response, each leg's output, and the query context (for --explain)."""
-        filters = SearchFilters(path=path or None, tags=tuple(t for t in tags if t))
+        request = SearchRequest.of(query, **args)
         searcher = self.searcher()
         try:
             with searcher.store.snapshot():
-                ctx = searcher.context(query, limit=limit, filters=filters, options=options)
+                ctx = searcher.context(request)
                 response, legs = searcher.run(ctx)
                 return response, legs, ctx
         except self.backend.errors() as err:

@@ -6,6 +6,7 @@ import difflib
 import re
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -534,51 +535,30 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
         """
         from groove_core import search_views as views
-        from groove_core.pipeline import MAX_LIMIT
+        from groove_core.search_request import SearchRequest
 
         folders = search_folders(kbs, all_kbs)
-        options = {k: v for k, v in stage_options.items() if v is not None}
-        if len(folders) > 1:
-            if full or by_file or min_score is not None:
-                raise click.UsageError(
-                    "--full, --files and --min-score work on one KB; give one --kb"
-                )
-            _search_several(
-                folders,
-                config_path,
-                " ".join(query),
-                limit,
-                path_glob,
-                tags,
-                options,
-                as_json,
-                explain,
-            )
-            return
-        app = _open(folders[0], config_path)
-        wanted = app.config.search.default_limit if limit is None else limit
-        response, legs, ctx = app.search_explained(
+        request = SearchRequest.of(
             " ".join(query),
-            limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT)
-            if limit is not None or by_file
-            else None,
+            limit=limit,
             path=path_glob,
             tags=tags,
-            options=options,
+            options={k: v for k, v in stage_options.items() if v is not None},
         )
-        payload = views.above(response, min_score).to_json()
+        found = _run_search(folders, config_path, request, by_file)
+        payload = views.above(found.payload, min_score)
         if by_file:
-            payload = views.by_file(payload, wanted)
+            payload = views.by_file(payload, found.wanted)
         if as_json:
             # One JSON document on stdout, whatever else was asked for.
             if explain:
-                payload["explain"] = _explain(response, legs, ctx)
+                payload["explain"] = found.explain()
             click.echo(dumps(payload, sort_keys=True))
             return
         if explain:
-            _print_explain(_explain(response, legs, ctx))
+            found.print_explain()
         if by_file:
-            views.print_files(payload)
+            views.print_files(payload, found.folders)
         else:
             _print_human(payload, full=full)
 
@@ -588,28 +568,55 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
     return search_cmd
 
 
-def _search_several(
-    folders: list[Path],
-    config_path: Path | None,
-    query: str,
-    limit: int | None,
-    path_glob: str | None,
-    tags: tuple[str, ...],
-    options: dict[str, Any],
-    as_json: bool,
-    explain: bool,
-) -> None:
-    from groove_core.several import open_kbs, search_several
+@dataclass(frozen=True)
+class _Found:
+    """A search's payload, for one KB or several, and what --explain and --files need."""
 
-    if explain:
-        raise ConfigError("--explain shows one KB's legs: give one --kb")
-    kbs = open_kbs(folders, config_path)
-    response = search_several(kbs, query, limit=limit, path=path_glob, tags=tags, options=options)
-    payload = response.to_json()
-    if as_json:
-        click.echo(dumps(payload, sort_keys=True))
-        return
-    _print_human(payload)
+    payload: dict[str, Any]
+    wanted: int  # results (with --files: files) asked for
+    #: (KB name, or None for one KB; response, legs, query context) of each KB searched.
+    runs: Sequence[tuple[str | None, Any, Sequence[Any], Any]]
+    folders: dict[str, Path]  # each KB's folder by name (several KBs only)
+
+    def explain(self) -> Any:
+        """One KB: its explanation; several: a list of them, each naming its KB."""
+        explained = [(kb, _explain(r, legs, ctx)) for kb, r, legs, ctx in self.runs]
+        if len(explained) == 1 and explained[0][0] is None:
+            return explained[0][1]
+        return [{"kb": kb, **one} for kb, one in explained]
+
+    def print_explain(self) -> None:
+        for kb, response, legs, ctx in self.runs:
+            if kb is not None:
+                click.echo(style(f"kb {printable(kb)}:", bold=True))
+            _print_explain(_explain(response, legs, ctx))
+
+
+def _run_search(
+    folders: list[Path], config_path: Path | None, request: Any, by_file: bool
+) -> _Found:
+    """The search over one KB (hits as they are) or several (merged, each naming its KB).
+    With --files the limit counts files, and more hits are fetched to fill them."""
+    from dataclasses import replace
+
+    from groove_core import search_views as views
+    from groove_core.multi_kb import open_kbs, search_kbs
+    from groove_core.pipeline import MAX_LIMIT
+
+    if len(folders) > 1:
+        kbs = open_kbs(folders, config_path)
+        apps = [kb.app for kb in kbs]
+    else:
+        apps = [_open(folders[0], config_path)]
+    wanted = apps[0].config.search.default_limit if request.limit is None else request.limit
+    if by_file:
+        request = replace(request, limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT))
+    if len(folders) == 1:
+        response, legs, ctx = apps[0].search_explained(request)
+        return _Found(response.to_json(), wanted, [(None, response, legs, ctx)], {})
+    merged = search_kbs(kbs, request)
+    runs = [(run.kb, run.response, run.legs, run.ctx) for run in merged.runs]
+    return _Found(merged.to_json(), wanted, runs, {kb.name: kb.app.kb for kb in kbs})
 
 
 # -- plugins -----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Unpack
 
 import numpy as np
 
@@ -14,8 +14,9 @@ from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
-from groove_core.models import LegKind, LegResult, SearchFilters, SearchHit, SearchResponse
+from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
 from groove_core.query import QueryError, parse_query
+from groove_core.search_request import SearchArgs, SearchRequest
 from groove_core.weighting import leg_kinds, weigh
 
 if TYPE_CHECKING:
@@ -63,32 +64,26 @@ class Searcher:
     def config(self) -> GrooveConfig:
         return self.plugins.config
 
-    def context(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        filters: SearchFilters | None = None,
-        options: Mapping[str, Any] | None = None,
-    ) -> QueryContext:
+    def context(self, query: str | SearchRequest, **args: Unpack[SearchArgs]) -> QueryContext:
         """Compile the query and size the pool; raises QueryError for queries that must
         not run. ``limit`` defaults to ``[search] default_limit``."""
-        config = self.config
+        request = SearchRequest.of(query, **args)
+        config, limit = self.config, request.limit
         limit = config.search.default_limit if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
             raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
-        if not query.strip():
+        if not request.query.strip():
             raise QueryError("the query is empty")
-        parsed = parse_query(query, rarity=self._rarity)
+        parsed = parse_query(request.query, rarity=self._rarity)
         ctx = QueryContext(
             query=parsed,
             limit=limit,
             leg_size=limit,
-            filters=filters or SearchFilters(),
+            filters=request.filters,
             store=self.store,
             config=config,
             embedder=self.embedder,
-            options=dict(options or {}),
+            options=dict(request.options),
             log=get_logger("groove.search"),
             settings=self.plugins.settings,
             _query_vector=_Memo(self.embedder, parsed.embed_text or parsed.text),
@@ -134,9 +129,9 @@ class Searcher:
         )
         return self._annotate(response), legs
 
-    def search(self, query: str, **kwargs: Any) -> SearchResponse:
+    def search(self, query: str | SearchRequest, **args: Unpack[SearchArgs]) -> SearchResponse:
         """``run(context(query, ...))``'s response."""
-        return self.run(self.context(query, **kwargs))[0]
+        return self.run(self.context(query, **args))[0]
 
     def _annotate(self, response: SearchResponse) -> SearchResponse:
         """Stale hits, and a warning when the index is known to be partial (with a KB)."""

@@ -278,11 +278,7 @@ def kb_names(values: tuple[str, ...], every: bool) -> list[str]:
     return sorted(entries)
 
 
-def kb_name(folder: Path, configured: str | None = None) -> str:
-    """What a KB is called in results: its registered name, else ``[kb] name`` of its
-    groove.toml, else its folder's name."""
+def registered_entry(folder: Path) -> KbEntry | None:
+    """The registry's entry for the KB in ``folder``, or None when it is not registered."""
     here = folder.expanduser().resolve()
-    for entry in load_registry().values():
-        if entry.path == here:
-            return entry.name
-    return configured or here.name or "kb"
+    return next((e for e in load_registry().values() if e.path == here), None)

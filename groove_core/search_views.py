@@ -1,15 +1,15 @@
 """The shapes ``groove search`` can give its hits besides the snippet list: whole chunks
 (``--full``), one line per file (``--files``), and hits above a fused score
-(``--min-score``)."""
+(``--min-score``), for one KB or several."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import click
 
-from groove_core.models import SearchResponse
 from groove_core.terminal import printable, printable_text
 
 #: With --files, hits fetched per file wanted: files often hold several of the best hits.
@@ -21,23 +21,25 @@ def hits_to_fetch(limit: int, files: bool, max_limit: int) -> int:
     return min(limit * HITS_PER_FILE, max_limit) if files else limit
 
 
-def above(response: SearchResponse, min_score: float | None) -> SearchResponse:
-    """The response without the hits whose fused score is below ``min_score``; ranks are
+def above(payload: dict[str, Any], min_score: float | None) -> dict[str, Any]:
+    """``payload`` without the hits whose fused score is below ``min_score``; ranks are
     kept, so a hit is numbered as it would be without the threshold."""
     if min_score is None:
-        return response
-    kept = tuple(h for h in response.results if h.score >= min_score)
-    return replace(response, results=kept)
+        return payload
+    return {**payload, "results": [h for h in payload["results"] if h["score"] >= min_score]}
 
 
 def by_file(payload: dict[str, Any], limit: int) -> dict[str, Any]:
     """``payload`` with ``files`` instead of ``results``: the first ``limit`` files in the
-    order of their best hit, each with that hit's rank and score and its number of hits."""
-    files: dict[str, dict[str, Any]] = {}
+    order of their best hit, each with that hit's rank and score and its number of hits
+    (and, with several KBs, its KB)."""
+    files: dict[tuple[str | None, str], dict[str, Any]] = {}
     for hit in payload["results"]:
-        entry = files.get(hit["path"])
+        key = (hit.get("kb"), hit["path"])
+        entry = files.get(key)
         if entry is None:
-            files[hit["path"]] = {
+            files[key] = {
+                **({"kb": hit["kb"]} if "kb" in hit else {}),
                 "path": hit["path"],
                 "title": hit["title"],
                 "rank": hit["rank"],
@@ -51,10 +53,13 @@ def by_file(payload: dict[str, Any], limit: int) -> dict[str, Any]:
     return {**out, "files": list(files.values())[:limit]}
 
 
-def print_files(payload: dict[str, Any]) -> None:
-    """One KB-relative path a line, best first: for pipes (``xargs``) and for reading."""
+def print_files(payload: dict[str, Any], folders: Mapping[str, Path]) -> None:
+    """One path a line, best first: for pipes (``xargs``) and for reading. KB-relative for
+    one KB; with several (``folders``: each KB's folder by name), the same relative path may
+    be in two, so each is the file's path in its KB's folder."""
     for entry in payload["files"]:
-        click.echo(printable(entry["path"]))
+        path = entry["path"] if "kb" not in entry else str(folders[entry["kb"]] / entry["path"])
+        click.echo(printable(path))
     if not payload["files"]:
         click.echo("no results", err=True)
     for warning in payload.get("warnings", []):  # stderr: stdout stays a list of paths

@@ -1,7 +1,7 @@
-"""What ``groove status`` reports about one knowledge base, as a plain dict.
+"""What ``groove status`` and the MCP tool ``index_status`` report about one knowledge base.
 
-A function of one KB, so that a command over several KBs is a loop. It reads the index
-without the embedder check that searching makes: an index built with another embedder is
+A function of one KB, so that a command over several KBs is a loop. ``groove status`` reads
+the index without the embedder check that searching makes: an index built with another embedder is
 a fact to report, not an error, and no model is loaded to report it.
 """
 
@@ -14,6 +14,7 @@ from groove_core.kb_files import changes_on_disk, iso_time
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
+    from groove_core.kb_files import DiskTracker
     from groove_core.storage import IndexStore
 
 
@@ -34,11 +35,19 @@ def kb_status(app: Groove) -> dict[str, Any]:
     store = app.backend.open()
     try:
         with store.snapshot():
-            out.update(_from_index(app, store))
-            changes = changes_on_disk(app, store=store)
+            return {**out, **index_facts(app, store)}
     finally:
         store.close()
-    return {**out, "changes_on_disk": changes, "stale": _stale(changes)}
+
+
+def index_facts(
+    app: Groove, store: IndexStore, tracker: DiskTracker | None = None
+) -> dict[str, Any]:
+    """What an open index holds (counts, embedder, last run, an unfinished run) and the
+    files changed on disk since, read in the caller's snapshot; ``tracker`` caches the walk
+    of the files for a long-lived server."""
+    changes = changes_on_disk(app, tracker, store=store)
+    return {**_from_index(app, store), "changes_on_disk": changes, "stale": _stale(changes)}
 
 
 def _empty(app: Groove) -> dict[str, Any]:

@@ -6,11 +6,13 @@ commands run through the real CLI; MCP goes through the SDK's real client.
 
 from __future__ import annotations
 
+import asyncio
 import fcntl
 import json
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -19,9 +21,11 @@ from click.testing import CliRunner
 
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError
+from groove_core.hookspecs import hookimpl
 from groove_core.mcp.server import build_mcp_server
+from groove_core.mcp.tool_app import ToolApp
+from groove_core.multi_kb import NamedKb, open_kbs, search_kbs
 from groove_core.registry import CONFIG_HOME_ENV, load_registry, registry_path
-from groove_core.several import open_kbs, search_several
 from groove_core.testing import FAST_CONFIG, call_tools, drive_mcp, make_kb, open_kb
 
 NOTES = {
@@ -217,7 +221,7 @@ def test_the_merge_ranks_as_one_index_would(two_kbs: tuple[Path, Path], tmp_path
     one = open_kb(both)
     kbs = open_kbs([a, b])
     for query in ("reciprocal rank fusion", "受け入れ手順", "virtual environment python"):
-        merged = search_several(kbs, query, limit=1).results[0]
+        merged = search_kbs(kbs, query, limit=1).results[0]
         single = one.search(query, limit=1).results[0]
         prefix = "a/" if merged.kb == "notes" else "b/"
         assert prefix + merged.hit.path == single.path, query
@@ -231,7 +235,7 @@ def test_kbs_with_different_embedders_are_not_searched_together(
     kbs = open_kbs(list(two_kbs))
     kbs[1].app.__dict__["embedder"] = HashingEmbedder(dim=32)  # another identity
     with pytest.raises(ConfigError, match="must use the same embedder"):
-        search_several(kbs, "rank fusion")
+        search_kbs(kbs, "rank fusion")
     with pytest.raises(ConfigError, match="must use the same embedder"):
         build_mcp_server(kbs)
 
@@ -279,8 +283,115 @@ def test_mcp_serves_two_kbs(two_kbs: tuple[Path, Path]) -> None:
 
 
 def test_the_instructions_list_each_kb(two_kbs: tuple[Path, Path]) -> None:
-    from groove_core.mcp.several import instructions
+    from groove_core.mcp.server import instructions
 
     text = instructions(open_kbs(list(two_kbs)))
     assert "- handbook: The team handbook" in text
     assert "- notes: (no description)" in text
+
+
+class MeetingPlugin:
+    """A plugin tool per KB: it counts the KB's documents, and meets a call on another KB
+    at a barrier, which only two calls running at once get past."""
+
+    def __init__(self, barrier: threading.Barrier) -> None:
+        self.barrier = barrier
+
+    @hookimpl
+    def groove_mcp_tools(self, server: Any, app: ToolApp) -> None:
+        @server.tool(description="Count the indexed documents under a path prefix.")
+        def count_documents(prefix: str = "") -> int:
+            return sum(1 for d in app.store.documents() if d.path.startswith(prefix))
+
+        @server.tool(description="Wait for a call on another knowledge base.")
+        def meet() -> str:
+            self.barrier.wait()
+            return app.kb.name
+
+
+def _with_plugin(two_kbs: tuple[Path, Path], barrier: threading.Barrier) -> list[NamedKb]:
+    kbs = []
+    for folder in two_kbs:
+        app = open_kb(folder, extra_plugins=[("meeting", MeetingPlugin(barrier))], index=False)
+        kbs.append(NamedKb.of(app))
+    return kbs
+
+
+def test_plugin_tools_serve_every_kb(two_kbs: tuple[Path, Path]) -> None:
+    server = build_mcp_server(_with_plugin(two_kbs, threading.Barrier(2, timeout=10)))
+
+    async def scenario(client: Any) -> Any:
+        return {t.name: t for t in (await client.list_tools()).tools}
+
+    tools = drive_mcp(server, scenario)
+    schema = tools["count_documents"].input_schema
+    assert schema["required"] == ["kb"]
+    assert schema["properties"]["kb"]["enum"] == ["notes", "handbook"]
+    assert "prefix" in schema["properties"]
+    notes, handbook, guide = call_tools(
+        server,
+        ("count_documents", {"kb": "notes"}),
+        ("count_documents", {"kb": "handbook"}),
+        ("count_documents", {"kb": "handbook", "prefix": "guide/"}),
+    )
+    assert notes.structured_content == {"result": len(NOTES)}
+    assert handbook.structured_content == {"result": len(HANDBOOK)}
+    assert guide.structured_content == {"result": 1}  # the second KB's own store
+
+
+@pytest.mark.parametrize("readers", [None, 1])
+def test_the_worker_pool_serves_every_kb(two_kbs: tuple[Path, Path], readers: int | None) -> None:
+    """Two calls on two KBs run at once on the pool's workers; one worker runs one."""
+    barrier = threading.Barrier(2, timeout=3)
+    server = build_mcp_server(_with_plugin(two_kbs, barrier), readers=readers)
+
+    async def scenario(client: Any) -> list[Any]:
+        calls = [client.call_tool("meet", {"kb": kb}) for kb in ("notes", "handbook")]
+        return list(await asyncio.gather(*calls))
+
+    results = drive_mcp(server, scenario)
+    if readers is None:  # the backend's default: two workers for SQLite
+        assert [r.structured_content["result"] for r in results] == ["notes", "handbook"]
+    else:
+        assert all(r.is_error for r in results)  # the barrier broke: one call at a time
+
+
+def test_index_status_names_the_kb_as_served(two_kbs: tuple[Path, Path]) -> None:
+    a, b = two_kbs
+    groove("kb", "add", "mine", str(a))
+    notes, handbook = call_tools(
+        build_mcp_server(open_kbs([a, b])),
+        ("index_status", {"kb": "mine"}),
+        ("index_status", {"kb": "handbook"}),
+    )
+    assert notes.structured_content["kb"] == "mine"  # the registered name, as served
+    assert handbook.structured_content["kb"] == "handbook"
+    [alone] = call_tools(build_mcp_server(open_kb(a, index=False)), ("index_status", {}))
+    assert alone.structured_content["kb"] == "mine"
+    assert alone.structured_content["documents"] == len(NOTES)
+
+
+def test_cli_output_modes_work_across_kbs(two_kbs: tuple[Path, Path]) -> None:
+    a, b = two_kbs
+    both = ("--kb", str(a), "--kb", str(b))
+    files = json.loads(groove("search", "rank fusion ownership", *both, "--files", "--json").output)
+    assert {(f["kb"], f["path"]) for f in files["files"]} >= {
+        ("notes", "notes/rust.md"),
+        ("handbook", "guide/search.md"),
+    }
+    lines = groove("search", "rank fusion ownership", *both, "--files").output.splitlines()
+    assert lines and all(Path(line).is_file() for line in lines)  # each KB's own file
+    assert {str(a / "notes/rust.md"), str(b / "guide/search.md")} <= set(lines)
+    out = json.loads(groove("search", "rank fusion", *both, "--explain", "--json").output)
+    assert [e["kb"] for e in out["explain"]] == ["notes", "handbook"]
+    assert all(e["legs"] and "ranks" in e for e in out["explain"])
+    text = groove("search", "rank fusion", *both, "--explain").output
+    assert "kb notes:" in text and "kb handbook:" in text
+    full = groove("search", "reciprocal rank fusion", *both, "--full", "--limit", "1").output
+    assert "Results are fused with reciprocal rank fusion." in full
+    scored = json.loads(groove("search", "rank fusion", *both, "--json").output)["results"]
+    cut = scored[0]["score"]
+    kept = json.loads(
+        groove("search", "rank fusion", *both, "--json", "--min-score", str(cut)).output
+    )["results"]
+    assert kept and all(h["score"] >= cut for h in kept) and len(kept) < len(scored)

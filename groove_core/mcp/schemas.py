@@ -218,12 +218,17 @@ class EmbedderOut(BaseModel):
 class StatusOut(BaseModel):
     truncated: bool = Field(False, description="true when lists were cut to fit the budget")
     note: str | None = Field(None, description="what was left out")
-    kb: str = Field(description="the knowledge base's name ([kb] name, or its folder's name)")
+    kb: str = Field(
+        description="the name the knowledge base is served under (its registered name, "
+        "else [kb] name, else its folder's name)"
+    )
     index_file: str
     documents: int
     chunks: int
     embedder: EmbedderOut
-    last_indexed: str | None = Field(description="ISO 8601 UTC time of the newest indexed file")
+    last_indexed: str | None = Field(
+        description="ISO 8601 UTC time the index was last brought up to date"
+    )
     plugins: list[str] = Field(description="enabled plugins")
     changes_on_disk: ChangesOut
     incomplete: bool = Field(False, description="an index run filling the index is unfinished")
@@ -286,6 +291,72 @@ def search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[insp
             inspect.Parameter(option.name, kw, default=None, annotation=_option_type(app, option))
         )
     return params
+
+
+def _params(*specs: tuple[str, Any, Any]) -> tuple[inspect.Parameter, ...]:
+    """Keyword-only parameters from (name, annotation, default) triples."""
+    kw = inspect.Parameter.KEYWORD_ONLY
+    return tuple(
+        inspect.Parameter(name, kw, annotation=annotation, default=default)
+        for name, annotation, default in specs
+    )
+
+
+_REL_PATH = Annotated[PathArg, Field(description="KB-relative path, e.g. 'notes/a.md'")]
+
+#: The reading tools' parameters (a served KB's ``kb`` is put first when several are).
+GET_DOCUMENT_PARAMS = _params(
+    ("path", _REL_PATH, inspect.Parameter.empty),
+    ("start_line", Annotated[int | None, Field(ge=1, description="first line (1-based)")], None),
+    ("end_line", Annotated[int | None, Field(ge=1, description="last line, inclusive")], None),
+    ("chunk_id", Annotated[int | None, Field(ge=0, description="a search hit's chunk_id")], None),
+    (
+        "neighbours",
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                le=MAX_NEIGHBOURS,
+                description="with chunk_id: chunks to include before and after it",
+            ),
+        ],
+        1,
+    ),
+)
+LIST_DOCUMENTS_PARAMS = _params(
+    (
+        "path_prefix",
+        Annotated[PathArg | None, Field(description="only paths starting with this")],
+        None,
+    ),
+    ("tags", TagsArg, None),
+    ("offset", Annotated[int, Field(ge=0, description="entries to skip")], 0),
+    ("limit", Annotated[int, Field(ge=1, le=MAX_LIST_LIMIT, description="page size")], 100),
+)
+RELATED_PARAMS = _params(
+    ("path", _REL_PATH, inspect.Parameter.empty),
+    (
+        "limit",
+        Annotated[int, Field(ge=1, le=MAX_RELATED_LIMIT, description="links listed per direction")],
+        50,
+    ),
+)
+
+
+def kb_parameter(names: Sequence[str], *, required: bool) -> inspect.Parameter:
+    """The ``kb`` argument of a server for several KBs: an enum of the served names, never
+    a path, so a client can only reach what was served."""
+    choice: Any = Literal[tuple(names)]
+    if required:
+        annotation: Any = Annotated[choice, Field(description="which knowledge base")]
+        return inspect.Parameter("kb", inspect.Parameter.KEYWORD_ONLY, annotation=annotation)
+    annotation = Annotated[
+        choice | None,
+        Field(description=f"search only this knowledge base (default: all of {', '.join(names)})"),
+    ]
+    return inspect.Parameter(
+        "kb", inspect.Parameter.KEYWORD_ONLY, default=None, annotation=annotation
+    )
 
 
 _NONE = "The server's configuration lists no values, so a client cannot use it"

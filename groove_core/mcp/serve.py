@@ -241,21 +241,14 @@ def _serve(
 ) -> None:
     import structlog
 
-    from groove_core.app import Groove
     from groove_core.mcp.server import build_mcp_server
+    from groove_core.multi_kb import open_kbs
 
     log = structlog.get_logger("groove.serve")
     # Before the index and the embedder load: a bad token source stops the start at once.
     token = read_token(http.token_file) if transport == "http" else None
-    if len(folders) > 1:
-        from groove_core.several import open_kbs
-
-        kbs = open_kbs(folders, config_path)
-        apps = [kb.app for kb in kbs]
-        served: Any = kbs
-    else:
-        apps = [Groove.open(folders[0], config_path)]
-        served = apps[0]
+    kbs = open_kbs(folders, config_path)
+    apps = [kb.app for kb in kbs]
     for app in apps:
         if watch:
             from groove_core.watch import Watcher
@@ -264,7 +257,7 @@ def _serve(
             Watcher(app).start()
         elif not app.backend.exists():
             log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(app.kb))
-    server = build_mcp_server(served, max_response_chars=max_chars, readers=readers)
+    server = build_mcp_server(kbs, max_response_chars=max_chars, readers=readers)
     kb = ", ".join(str(app.kb) for app in apps)
     log.info("serving", kb=kb, transport=transport, max_response_chars=max_chars)
     if transport == "stdio":

@@ -10,10 +10,13 @@ import asyncio
 import functools
 import inspect
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
+
+from groove_core.mcp.schemas import kb_parameter
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,6 +27,8 @@ if TYPE_CHECKING:
     from groove_core.embedding import Embedder
     from groove_core.mcp.tool_app import ToolApp
     from groove_core.models import SearchResponse
+    from groove_core.multi_kb import NamedKb
+    from groove_core.search_request import SearchArgs, SearchRequest
     from groove_core.storage import SearchStore
 
 T = TypeVar("T")
@@ -37,15 +42,16 @@ T = TypeVar("T")
 DEFAULT_READERS = 2
 
 
-class GrooveThread:
-    """Runs every call into groove on a small pool of worker threads.
+class WorkerPool:
+    """Runs every call into groove on a small pool of worker threads, for every served KB.
 
-    Each worker opens its own index connection (``Groove.store`` is per thread: SQLite
-    objects belong to the thread that made them), so searches run in parallel, each in one
+    Each worker opens its own index connection to each KB it serves (``Groove.store`` is
+    per thread: SQLite objects belong to the thread that made them), so searches run in
+    parallel, each in one
     read transaction of its own (WAL gives every connection its own snapshot, and lets
     ``groove index`` write from another process meanwhile). The event loop stays free to
     serve other requests. The embedder is shared, behind a lock (:class:`LockedEmbedder`).
-    ``workers=1`` is the old single-thread behaviour.
+    ``workers=1`` runs one call at a time.
     """
 
     def __init__(self, workers: int = DEFAULT_READERS) -> None:
@@ -112,17 +118,26 @@ class LockedEmbedder:
             return inner.embed_query(text)
 
 
+@dataclass(frozen=True)
+class _PluginTool:
+    fn: Callable[..., Any]
+    name: str
+    options: dict[str, Any]
+
+
 class PluginServer:
-    """The server as ``groove_mcp_tools`` sees it: the real MCPServer, except that sync tools
-    a plugin registers run on the worker threads, so they may call ``app.search`` safely.
+    """The server as ``groove_mcp_tools`` sees it: the real MCPServer, except that the tools
+    a plugin adds are collected, to be registered once for every KB that has them
+    (:func:`add_plugin_tools`); sync ones run on the worker pool, so they may call
+    ``app.search`` safely.
     """
 
-    def __init__(self, server: MCPServer, thread: GrooveThread) -> None:
+    def __init__(self, server: MCPServer, found: list[_PluginTool]) -> None:
         self._server = server
-        self._thread = thread
+        self._found = found
 
     def add_tool(self, fn: Callable[..., Any], name: str | None = None, **kwargs: Any) -> None:
-        self._server.add_tool(self._thread.on_thread(fn), name=name or fn.__name__, **kwargs)
+        self._found.append(_PluginTool(fn, name or fn.__name__, kwargs))
 
     def tool(self, name: str | None = None, **kwargs: Any) -> Callable[[T], T]:
         if callable(name):
@@ -163,22 +178,74 @@ class ServedApp:
     def settings(self) -> Settings:
         return self._app.plugins.settings
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        path: str | None = None,
-        tags: Sequence[str] = (),
-        options: Mapping[str, Any] | None = None,
-    ) -> SearchResponse:
-        return self._app.search(query, limit=limit, path=path, tags=tags, options=options)
+    def search(self, query: str | SearchRequest, **args: Unpack[SearchArgs]) -> SearchResponse:
+        return self._app.search(query, **args)
 
 
-def add_plugin_tools(app: Groove, server: MCPServer, thread: GrooveThread) -> None:
-    """Every enabled plugin's own tools (``groove_mcp_tools``), run on ``thread``."""
-    tool_app: ToolApp = ServedApp(app)
-    app.plugins.pm.hook.groove_mcp_tools(server=PluginServer(server, thread), app=tool_app)
+def add_plugin_tools(kbs: Sequence[NamedKb], server: MCPServer, pool: WorkerPool) -> None:
+    """Every enabled plugin's own tools (``groove_mcp_tools``) on every served KB, each
+    registered once, run on ``pool``. With several KBs a tool takes a ``kb`` argument
+    listing the KBs whose plugins add it, and each call runs that KB's own tool."""
+    by_name: dict[str, dict[str, _PluginTool]] = {}
+    for kb in kbs:
+        found: list[_PluginTool] = []
+        tool_app: ToolApp = ServedApp(kb.app)
+        kb.app.plugins.pm.hook.groove_mcp_tools(server=PluginServer(server, found), app=tool_app)
+        for tool in found:
+            by_name.setdefault(tool.name, {})[kb.name] = tool
+    for name, per_kb in by_name.items():
+        first = next(iter(per_kb.values()))
+        if len(kbs) == 1:
+            server.add_tool(pool.on_thread(first.fn), name=name, **first.options)
+        else:
+            options = {"description": inspect.getdoc(first.fn), **first.options}
+            server.add_tool(_on_each_kb(name, per_kb, pool), name=name, **options)
+
+
+def _on_each_kb(name: str, per_kb: dict[str, _PluginTool], pool: WorkerPool) -> Callable[..., Any]:
+    """One tool for the KBs in ``per_kb``: the first one's parameters after a ``kb``
+    argument, each call run by that KB's own function."""
+    from groove_core.config import ConfigError
+
+    first = next(iter(per_kb.values()))
+    signature = inspect.signature(first.fn, eval_str=True)
+    if "kb" in signature.parameters:
+        raise ConfigError(
+            f"the plugin tool {name!r} has a parameter 'kb' of its own, which a server "
+            "for several knowledge bases adds to every tool: serve one KB at a time"
+        )
+    runs = {kb_name: pool.on_thread(tool.fn) for kb_name, tool in per_kb.items()}
+
+    async def call(**kwargs: Any) -> Any:
+        return await runs[kwargs.pop("kb")](**kwargs)
+
+    keyword = inspect.Parameter.KEYWORD_ONLY
+    params = [
+        kb_parameter(tuple(per_kb), required=True),
+        *(p.replace(kind=keyword) for p in signature.parameters.values()),
+    ]
+    return named_tool(call, first.fn.__name__, params, signature.return_annotation)
+
+
+def named_tool(
+    fn: Callable[..., Awaitable[Any]],
+    name: str,
+    params: Sequence[inspect.Parameter],
+    output: Any,
+) -> Callable[..., Awaitable[Any]]:
+    """``fn`` (called with keyword arguments) as the MCP SDK reads a tool: named ``name``,
+    with these parameters and this output, from which its schemas are built."""
+
+    async def tool(**kwargs: Any) -> Any:
+        return await fn(**kwargs)
+
+    empty = inspect.Parameter.empty
+    tool.__name__ = tool.__qualname__ = name
+    tool.__signature__ = inspect.Signature(params, return_annotation=output)  # type: ignore[attr-defined]
+    tool.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not empty}
+    if output is not empty:
+        tool.__annotations__["return"] = output
+    return tool
 
 
 def server_app(app: Groove) -> Groove:

@@ -7,13 +7,13 @@ plugin set, index, or reach the server's internals. Only typing at import time, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol, Unpack
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.models import SearchResponse
+    from groove_core.search_request import SearchArgs, SearchRequest
     from groove_core.storage import SearchStore
 
 
@@ -45,14 +45,8 @@ class ToolApp(Protocol):
         own with ``app.settings.get(MySection)``, as a stage does with ``ctx.settings``."""
         ...
 
-    def search(
-        self,
-        query: str,
-        *,
-        limit: int | None = None,
-        path: str | None = None,
-        tags: Sequence[str] = (),
-        options: Mapping[str, Any] | None = None,
-    ) -> SearchResponse:
-        """A search, exactly as the ``search`` tool and ``groove search`` run it."""
+    def search(self, query: str | SearchRequest, **args: Unpack[SearchArgs]) -> SearchResponse:
+        """A search, exactly as the ``search`` tool and ``groove search`` run it: keyword
+        arguments ``limit``, ``path``, ``tags`` and ``options`` (:class:`SearchArgs`), or a
+        :class:`~groove_core.search_request.SearchRequest`."""
         ...

@@ -20,11 +20,9 @@ from groove_core.kb_files import (
     DiskTracker,
     DocumentError,
     changed_since_index,
-    changes_on_disk,
     check_range,
     chunk_span,
     indexed_document,
-    iso_time,
     read_text,
     resolve_markdown,
 )
@@ -45,6 +43,7 @@ from groove_core.query import QueryError
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
+    from groove_core.multi_kb import NamedKb
     from groove_core.rows import DocumentRow
 
 T = TypeVar("T")
@@ -127,10 +126,11 @@ def as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[...
 
 
 class Tools:
-    """The built-in tools' bodies: plain functions run on the worker threads."""
+    """One served KB's built-in tool bodies: plain functions run on the worker pool."""
 
-    def __init__(self, app: Groove, budget: int, option_names: Sequence[str]) -> None:
-        self.app = app
+    def __init__(self, kb: NamedKb, budget: int, option_names: Sequence[str]) -> None:
+        self.app = kb.app
+        self.name = kb.name  # what index_status calls the KB: the name it is served under
         self.budget = budget
         self.option_names = tuple(option_names)
         self.disk = DiskTracker()
@@ -325,23 +325,24 @@ class Tools:
         return notes
 
     def index_status(self) -> CallToolResult:
+        from groove_core.status import index_facts
+
         store = self.app.store
-        identity = store.embedder_identity()
-        docs = store.documents()
-        note = store.incomplete()
+        with store.snapshot():
+            facts = index_facts(self.app, store, self.disk)
+        embedder = facts["embedder"]
         status = StatusOut(
-            kb=self.app.config.kb.name or self.app.kb.resolve().name,
+            kb=self.name,
             index_file=self.app.backend.public_label,
-            **store.counts(),
+            documents=facts["documents"],
+            chunks=facts["chunks"],
             embedder=EmbedderOut(
-                name=self.app.config.embedder.name,
-                identity=identity[0] if identity else None,
-                dim=identity[1] if identity else None,
+                name=embedder["name"], identity=embedder["identity"], dim=embedder["dim"]
             ),
-            last_indexed=iso_time(max((d.indexed_at for d in docs), default=None)),
+            last_indexed=facts["last_indexed"],
             plugins=[i.name for i in self.app.plugins.infos if i.status == "enabled"],
-            changes_on_disk=ChangesOut(**changes_on_disk(self.app, self.disk)),
-            incomplete=note is not None,
-            incomplete_note=note,
+            changes_on_disk=ChangesOut(**facts["changes_on_disk"]),
+            incomplete=facts["incomplete"],
+            incomplete_note=facts["incomplete_note"],
         )
         return result(fit_status(status.model_dump(mode="json"), self.budget))

@@ -13,47 +13,57 @@ lists by rank alone cannot, as it interleaves the KBs whatever the query is abou
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 from groove_core.config import ConfigError
+from groove_core.search_request import SearchArgs, SearchRequest
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
+    from groove_core.context import QueryContext
     from groove_core.models import LegResult, SearchHit, SearchResponse
 
 
 @dataclass(frozen=True)
 class NamedKb:
+    """A KB as results, the MCP tools and ``index_status`` name it (see :meth:`of`)."""
+
     name: str
     app: Groove
     description: str = ""
 
+    @classmethod
+    def of(cls, app: Groove) -> NamedKb:
+        """``app`` under the one rule for a KB's name: its registered name, else ``[kb]
+        name``, else its folder's name; its description likewise from groove.toml first."""
+        from groove_core.registry import registered_entry
+
+        entry = registered_entry(app.kb)
+        name = entry.name if entry else app.own_name
+        description = app.config.kb.description or (entry.description if entry else "")
+        return cls(name, app, description)
+
 
 def open_kbs(folders: Sequence[Path], config_path: Path | None = None) -> list[NamedKb]:
-    """Each folder as a named KB (registered name, ``[kb] name``, or folder name)."""
+    """Each folder as a named KB (:meth:`NamedKb.of`); two with one name are refused."""
     from groove_core.app import Groove
-    from groove_core.registry import kb_name, load_registry
 
     if config_path is not None and len(folders) > 1:
         raise ConfigError("--config names one KB's file; with several KBs each uses its own")
-    registry = {e.path: e for e in load_registry().values()}
     kbs: list[NamedKb] = []
     seen: dict[str, Path] = {}
     for folder in dict.fromkeys(f.expanduser().resolve() for f in folders):
-        app = Groove.open(folder, config_path)
-        name = kb_name(folder, app.config.kb.name)
-        if name in seen:
+        kb = NamedKb.of(Groove.open(folder, config_path))
+        if kb.name in seen:
             raise ConfigError(
-                f"two knowledge bases are both called {name!r} ({seen[name]} and {folder}): "
-                "register one under another name ('groove kb add') or set [kb] name"
+                f"two knowledge bases are both called {kb.name!r} ({seen[kb.name]} and "
+                f"{folder}): register one under another name ('groove kb add') or set [kb] name"
             )
-        seen[name] = folder
-        entry = registry.get(folder)
-        description = app.config.kb.description or (entry.description if entry else "")
-        kbs.append(NamedKb(name, app, description))
+        seen[kb.name] = folder
+        kbs.append(kb)
     return kbs
 
 
@@ -79,11 +89,22 @@ class KbHit:
 
 
 @dataclass(frozen=True)
-class SeveralResponse:
+class KbRun:
+    """One KB's own search, before the merge: what ``--explain`` shows for it."""
+
+    kb: str
+    response: SearchResponse
+    legs: list[LegResult]
+    ctx: QueryContext
+
+
+@dataclass(frozen=True)
+class MultiKbResponse:
     results: tuple[KbHit, ...]
     low_confidence: bool
     filter_applied: dict[str, Any] | None
     warnings: tuple[str, ...]
+    runs: tuple[KbRun, ...] = field(default=(), compare=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,26 +115,20 @@ class SeveralResponse:
         }
 
 
-def search_several(
-    kbs: Sequence[NamedKb],
-    query: str,
-    *,
-    limit: int | None = None,
-    path: str | None = None,
-    tags: Sequence[str] = (),
-    options: Mapping[str, Any] | None = None,
-) -> SeveralResponse:
+def search_kbs(
+    kbs: Sequence[NamedKb], query: str | SearchRequest, **args: Unpack[SearchArgs]
+) -> MultiKbResponse:
     """Search every KB and merge (see the module docstring); ``limit`` results in all."""
+    request = SearchRequest.of(query, **args)
     check_same_embedder(kbs)
     runs = []
     for kb in kbs:
         # Each KB's errors name its own files; say which KB they come from.
         try:
-            runs.append(
-                kb.app.search_explained(query, limit=limit, path=path, tags=tags, options=options)
-            )
+            runs.append(kb.app.search_explained(request))
         except ConfigError as err:
             raise ConfigError(f"{kb.name}: {err}") from None
+    limit = request.limit
     wanted = limit if limit is not None else kbs[0].app.config.search.default_limit
     responses = [r[0] for r in runs]
     merged = merge(
@@ -122,7 +137,7 @@ def search_several(
         [r[1] for r in runs],
         [kb.app.config.search.fusion.rrf_k for kb in kbs],
     )[:wanted]
-    return SeveralResponse(
+    return MultiKbResponse(
         results=tuple(
             KbHit(name, replace(hit, rank=rank)) for rank, (name, hit) in enumerate(merged, 1)
         ),
@@ -131,6 +146,7 @@ def search_several(
         warnings=tuple(
             f"{kb.name}: {w}" for kb, r in zip(kbs, responses, strict=True) for w in r.warnings
         ),
+        runs=tuple(KbRun(kb.name, *run) for kb, run in zip(kbs, runs, strict=True)),
     )
 
 
