@@ -16,6 +16,7 @@ from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
 from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
 from groove_core.query import QueryError, parse_query
+from groove_core.query_store import QueryStore
 from groove_core.search_request import SearchArgs, SearchRequest
 from groove_core.weighting import leg_kinds, weigh
 
@@ -80,7 +81,7 @@ class Searcher:
             limit=limit,
             leg_size=limit,
             filters=request.filters,
-            store=self.store,
+            store=QueryStore(self.store),
             config=config,
             embedder=self.embedder,
             options=dict(request.options),
@@ -109,7 +110,7 @@ class Searcher:
     def pool(self, ctx: QueryContext, legs: list[LegResult] | None = None) -> list[SearchHit]:
         """The fused pool, as hits: what the rerank stage receives."""
         legs = self.candidates(ctx) if legs is None else legs
-        return hits_for(self.store, self.fuse(ctx, legs, ctx.pool_size))
+        return hits_for(ctx.store, self.fuse(ctx, legs, ctx.pool_size))
 
     def run(self, ctx: QueryContext) -> tuple[SearchResponse, list[LegResult]]:
         """Run every stage for a prepared context; also returns the legs (for --explain)."""

@@ -161,3 +161,23 @@ def test_low_confidence_rule(
         "other": "other",
     }
     assert low_confidence(ctx, [_hit(x) for x in legs], kinds) is expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("query", ["reciprocal rank fusion", "再ランキングの評価について"])
+def test_a_search_reads_each_chunk_row_once(
+    notes_kb: Path, monkeypatch: pytest.MonkeyPatch, query: str
+) -> None:
+    """The fusion rules and the pool's hits read the same chunks' rows: once per query."""
+    app = open_kb(notes_kb)
+    store_type = type(app.store)
+    real = store_type.chunk_rows
+    asked: list[int] = []
+
+    def counted(self: object, chunk_ids: list[int]) -> object:
+        asked.extend(chunk_ids)
+        return real(self, chunk_ids)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_type, "chunk_rows", counted)
+    response = app.search(query, limit=3)
+    assert response.results
+    assert asked and len(asked) == len(set(asked))

@@ -1,13 +1,12 @@
 """groove over MCP: the server, its tools, and the ``groove serve`` command.
 
 - :mod:`~groove_core.mcp.server`: :func:`~groove_core.mcp.server.build_mcp_server`, the
-  built-in tools registered on an MCP server, plugin tools added.
+  built-in tools registered on an MCP server for one KB or several, plugin tools added.
 - :mod:`~groove_core.mcp.schemas`: the tools' argument limits, descriptions and output models.
 - :mod:`~groove_core.mcp.budget`: keeping every response under the size budget.
 - :mod:`~groove_core.mcp.tools`: the tools' bodies and their error messages.
-- :mod:`~groove_core.mcp.threads`: the worker threads, the shared embedder, plugin tools.
+- :mod:`~groove_core.mcp.threads`: the worker pool, the shared embedder, plugin tools.
 - :mod:`~groove_core.mcp.tool_app`: what a plugin's tools may use (``groove_mcp_tools``).
-- :mod:`~groove_core.mcp.several`: one server for several knowledge bases.
 - :mod:`~groove_core.mcp.http`: the streamable HTTP transport and its guards.
 - :mod:`~groove_core.mcp.serve`: the ``groove serve`` command.
 

@@ -88,7 +88,7 @@ class ServedKbs:
         self.tools = {kb.name: Tools(kb, budget, option_names) for kb in kbs}
 
     @property
-    def several(self) -> bool:
+    def multi_kb(self) -> bool:
         return len(self.kbs) > 1
 
     def body(self, tool: str, kb: str | None) -> Callable[..., CallToolResult]:
@@ -106,7 +106,7 @@ class ServedKbs:
     ) -> Callable[..., T]:
         """A tool's error handling, with every served KB's folders made relative."""
         body = as_tool_errors(app or self.kbs[0].app, tool, fn)
-        if not self.several:
+        if not self.multi_kb:
             return body
 
         @functools.wraps(fn)
@@ -173,7 +173,7 @@ def _add_search(
 ) -> None:
     app = served.kbs[0].app
     unavailable = unavailable_options(app, options)
-    if served.several:
+    if served.multi_kb:
         body = served.errors("search", served.search_kbs)
     else:
         body = served.body("search", None)
@@ -190,7 +190,7 @@ def _add_search(
 
     params = search_parameters(app, options)
     title, description = "Search the knowledge base", SEARCH_DESCRIPTION
-    if served.several:
+    if served.multi_kb:
         params = [*params[:4], kb_parameter(served.names, required=False), *params[4:]]
         title = "Search the knowledge bases"
         description += (
@@ -217,7 +217,7 @@ _READING_TOOLS: tuple[tuple[str, str, str, Sequence[inspect.Parameter], Any], ..
 
 
 def _add_reading_tools(server: MCPServer, served: ServedKbs, pool: WorkerPool) -> None:
-    kb_param = [kb_parameter(served.names, required=True)] if served.several else []
+    kb_param = [kb_parameter(served.names, required=True)] if served.multi_kb else []
     for name, title, description, params, output in _READING_TOOLS:
         tool = named_tool(_reading(served, pool, name), name, [*kb_param, *params], output)
         server.add_tool(
