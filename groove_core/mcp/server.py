@@ -96,10 +96,15 @@ class ServedKbs:
         client's terms."""
         if kb is None:
             return self.errors(tool, getattr(self.tools[self.names[0]], tool))
-        # The schema's enum already refuses other names; this guards direct calls.
+        tools = self.tools[self.served(kb)]
+        return self.errors(tool, getattr(tools, tool), tools.app)
+
+    def served(self, kb: str) -> str:
+        """``kb``, a served name; the schema's enum already refuses others, this guards
+        direct calls."""
         if kb not in self.tools:
             raise ToolError(f"unknown kb {kb!r}: one of {', '.join(map(repr, self.names))}")
-        return self.errors(tool, getattr(self.tools[kb], tool), self.tools[kb].app)
+        return kb
 
     def errors(
         self, tool: str, fn: Callable[..., T], app: Groove | None = None
@@ -127,6 +132,8 @@ class ServedKbs:
         """``search`` over several KBs: every one, or the one ``kb`` names; each hit says
         which KB it is from."""
         kb = options.pop("kb", None)
+        if kb is not None:
+            self.served(kb)
         given = {k: v for k, v in options.items() if k in self.option_names and v is not None}
         chosen = [k for k in self.kbs if kb is None or k.name == kb]
         request = SearchRequest.of(query, limit=limit, path=path, tags=tags or (), options=given)
