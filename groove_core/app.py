@@ -206,7 +206,7 @@ class Groove:
         fix what is wrong by re-indexing the affected documents, or rebuilding when the
         index itself is damaged. Environment problems (no space, read-only, permissions)
         are reported as such and never repaired by deleting or rebuilding the index."""
-        from groove_core.store import StoreError
+        from groove_core.storage import StoreError
 
         self.close()
         self.backend.tidy(strict=False)

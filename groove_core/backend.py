@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.indexer import IndexReport
-    from groove_core.storage import IndexStore
-    from groove_core.store import StoreError
+    from groove_core.storage import IndexStore, StoreError
 
 #: How a build runs: ``update`` the live index in place (incremental, each batch its own
 #: transaction); ``rebuild`` from empty beside it, swapped in when complete; ``reembed`` a

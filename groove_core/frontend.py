@@ -35,7 +35,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from groove_core.evaluation.golden import GoldenError
     from groove_core.evaluation.tomledit import TomlEditError
     from groove_core.kb_files import DocumentError
-    from groove_core.store import StoreError
+    from groove_core.storage import StoreError
 
     return (ConfigError, EmbedderError, StoreError, DocumentError, GoldenError, TomlEditError)
 

@@ -31,8 +31,7 @@ from groove_core.dialects import markup_for
 from groove_core.embedding import Embedder, checked_vectors, zero_rows
 from groove_core.files import file_kind, read_regular
 from groove_core.filters import GlobError, compile_glob, path_matches
-from groove_core.storage import IndexStore
-from groove_core.store import DocState, NewDocument
+from groove_core.storage import DocState, IndexStore, NewDocument
 
 #: Folders never indexed, wherever they are.
 #: The warning for a chunk whose vector is all zeros: it is stored (it is a vector), but no

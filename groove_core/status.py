@@ -63,7 +63,7 @@ def _empty(app: Groove) -> dict[str, Any]:
 
 
 def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
-    from groove_core.store import INCOMPLETE_KEY
+    from groove_core.storage import INCOMPLETE_KEY
 
     since = store.get_meta(INCOMPLETE_KEY)
     return {

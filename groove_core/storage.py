@@ -21,21 +21,96 @@ The contract for every method:
   matches of an expression, or with the whole index ("scan"). A stage runs on every query:
   it should call the per-id methods with the ids it has, not scan.
 
+The types every backend shares live here too: the errors a backend raises
+(:class:`StoreError` and its kinds), the documents the indexer writes
+(:class:`NewDocument`) and reads back (:class:`DocState`), the meta keys of the
+incomplete-run marker, and the messages every backend words alike.
+
 This module imports nothing heavy (numpy only for type checking), so a plugin may import
 it at no cost.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     import numpy as np
 
+    from groove_core.chunking import Chunk
+    from groove_core.links import RawLink
     from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
-    from groove_core.store import DocState, NewDocument
+
+#: Meta key present while an index run that fills the index from empty is unfinished.
+INCOMPLETE_KEY = "incomplete_since"
+#: Meta key: when the last index run that completed ended (seconds since the epoch).
+LAST_RUN_KEY = "last_run_ended"
+
+
+class StoreError(Exception):
+    """The index cannot be used as it is; the message says how to recover."""
+
+
+class IndexDamagedError(StoreError):
+    """The index file itself is damaged (corrupt pages, not a database): rebuild it."""
+
+
+class EmbedderMismatchError(StoreError):
+    """The index holds another embedder's vectors: re-embed it (``index --reembed``)."""
+
+
+class IndexEnvironmentError(StoreError):
+    """The index cannot be read or written because of its surroundings (no space left,
+    a read-only file or folder, permissions, I/O errors); the file itself may be fine, and
+    rebuilding it would not help."""
+
+
+@dataclass(frozen=True)
+class DocState:
+    id: int
+    content_hash: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class NewDocument:
+    path: str
+    title: str
+    tags: tuple[str, ...]
+    content_hash: str
+    size: int
+    mtime_ns: int
+    chunks: tuple[Chunk, ...]
+    links: tuple[RawLink, ...] = ()
+
+
+def incomplete_note(since: str, documents: int) -> str:
+    """What every backend tells users while an index run that fills the index from empty
+    (marked at ``since``, seconds since the epoch) has not finished."""
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
+    return (
+        f"the index is incomplete: an index run started {started} has not finished (it is "
+        f"still running or was interrupted), so only {documents} documents are searchable; "
+        "run 'groove index' to complete it"
+    )
+
+
+def check_same_embedder(label: str, recorded: tuple[str, int] | None, identity: str) -> None:
+    """Raise :class:`EmbedderMismatchError` when the index ``label`` holds vectors of an
+    embedder (``recorded``) other than ``identity``: every backend says it so."""
+    if recorded is not None and recorded[0] != identity:
+        raise EmbedderMismatchError(
+            f"the index {label} was built with embedder {recorded[0]!r} "
+            f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
+            "'groove index --reembed' to re-embed it (the current index keeps serving "
+            "until the new one is complete), or set [embedder] back to the one it was "
+            "built with"
+        )
 
 
 @runtime_checkable

@@ -38,10 +38,20 @@ from groove_core.rows import (
     chunk_row,
     document_chunk_row,
 )
+from groove_core.storage import (
+    INCOMPLETE_KEY,
+    LAST_RUN_KEY,
+    DocState,
+    IndexDamagedError,
+    IndexEnvironmentError,
+    NewDocument,
+    StoreError,
+    check_same_embedder,
+    incomplete_note,
+)
 
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
-    from groove_core.links import RawLink
 
 SCHEMA_VERSION = 4
 
@@ -127,59 +137,12 @@ LEXICAL_RULES_KEY = "lexical_rules"
 #: Store of a process that reads the same index and token (:class:`_SharedMatrices`).
 VECTORS_VERSION_KEY = "vectors_version"
 
-#: Meta key present while an index run that fills the index from empty is unfinished.
-INCOMPLETE_KEY = "incomplete_since"
-#: Meta key: when the last index run that completed ended (seconds since the epoch).
-LAST_RUN_KEY = "last_run_ended"
-
 # sqlite-vec caps k for a KNN query.
 VEC_MAX_K = 4096
 #: From this many vectors on, a long-lived Store answers KNN from an in-memory matrix:
 #: numpy's BLAS scans 100k x 512 floats ~6x faster than vec0's brute force (see
 #: docs/benchmarks.md), at the price of holding the vectors in memory (2 KiB per chunk).
 MATRIX_MIN_ROWS = 5_000
-
-
-def incomplete_note(since: str, documents: int) -> str:
-    """What every backend tells users while an index run that fills the index from empty
-    (marked at ``since``, seconds since the epoch) has not finished."""
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(since)))
-    return (
-        f"the index is incomplete: an index run started {started} has not finished (it is "
-        f"still running or was interrupted), so only {documents} documents are searchable; "
-        "run 'groove index' to complete it"
-    )
-
-
-def check_same_embedder(label: str, recorded: tuple[str, int] | None, identity: str) -> None:
-    """Raise :class:`EmbedderMismatchError` when the index ``label`` holds vectors of an
-    embedder (``recorded``) other than ``identity``: every backend says it so."""
-    if recorded is not None and recorded[0] != identity:
-        raise EmbedderMismatchError(
-            f"the index {label} was built with embedder {recorded[0]!r} "
-            f"({recorded[1]} dimensions) but the configuration uses {identity!r}: run "
-            "'groove index --reembed' to re-embed it (the current index keeps serving "
-            "until the new one is complete), or set [embedder] back to the one it was "
-            "built with"
-        )
-
-
-class StoreError(Exception):
-    """The index cannot be used as it is; the message says how to recover."""
-
-
-class IndexDamagedError(StoreError):
-    """The index file itself is damaged (corrupt pages, not a database): rebuild it."""
-
-
-class EmbedderMismatchError(StoreError):
-    """The index holds another embedder's vectors: re-embed it (``index --reembed``)."""
-
-
-class IndexEnvironmentError(StoreError):
-    """The index cannot be read or written because of its surroundings (no space left,
-    a read-only file or folder, permissions, I/O errors); the file itself may be fine, and
-    rebuilding it would not help."""
 
 
 #: Primary SQLite result codes (sqlite3.h) that mean the file is damaged ...
@@ -426,26 +389,6 @@ def migrate_contentless_lexical(conn: Any) -> None:
     words.create_table(conn)
     refill_lexical(conn)
     _new_vectors_version(conn)
-
-
-@dataclass(frozen=True)
-class DocState:
-    id: int
-    content_hash: str
-    size: int
-    mtime_ns: int
-
-
-@dataclass(frozen=True)
-class NewDocument:
-    path: str
-    title: str
-    tags: tuple[str, ...]
-    content_hash: str
-    size: int
-    mtime_ns: int
-    chunks: tuple[Chunk, ...]
-    links: tuple[RawLink, ...] = ()
 
 
 def connect(path: Path | str, *, read_only: bool = False, immutable: bool = False) -> Any:

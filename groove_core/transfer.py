@@ -16,7 +16,7 @@ import numpy as np
 
 from groove_core.chunking import Chunk, estimate_tokens
 from groove_core.links import RawLink
-from groove_core.store import DocState, EmbedderMismatchError, NewDocument
+from groove_core.storage import DocState, EmbedderMismatchError, NewDocument
 
 if TYPE_CHECKING:
     from groove_core.rows import DocumentRow

@@ -16,6 +16,7 @@ import pytest
 from groove_core import store as store_module
 from groove_core import words
 from groove_core.query import normalize
+from groove_core.storage import IndexEnvironmentError
 from groove_core.store import (
     FTS_IDS_SQL,
     FTS_RANKED_SQL,
@@ -315,7 +316,7 @@ def test_a_migration_that_cannot_get_the_lock_says_so(
     writer = connect(index)
     writer.execute("BEGIN IMMEDIATE")  # an index run holds the write lock
     try:
-        with pytest.raises(store_module.IndexEnvironmentError, match="locked by another"):
+        with pytest.raises(IndexEnvironmentError, match="locked by another"):
             Store.open(index, "idx")
     finally:
         writer.execute("ROLLBACK")

@@ -13,7 +13,8 @@ from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.indexer import IndexProgress
 from groove_core.status import kb_status
-from groove_core.store import INCOMPLETE_KEY, Store
+from groove_core.storage import INCOMPLETE_KEY
+from groove_core.store import Store
 from groove_core.testing import open_kb
 
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from groove_core.app import Groove
-from groove_core.store import StoreError
+from groove_core.storage import StoreError
 from groove_core.testing import make_kb, open_kb
 from groove_core.watch import Watcher
 

@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from groove_core.indexer import IndexReport
-    from groove_core.storage import IndexStore
-    from groove_core.store import Consistency, Store, StoreError
+    from groove_core.storage import IndexStore, StoreError
+    from groove_core.store import Consistency, Store
 
 NAME = "sqlite"
 #: What a failed rebuild or re-embed leaves behind, said in every message about one.
@@ -105,7 +105,8 @@ class SqliteBackend:
     def _rebuild(self, work: Callable[[IndexStore], IndexReport], *, copy: bool) -> IndexReport:
         """Build into the staging file and swap it in; ``copy``: start from a copy of the
         index (to re-embed it), instead of from empty."""
-        from groove_core.store import StoreError, copy_index, staging_path, swap_in
+        from groove_core.storage import StoreError
+        from groove_core.store import copy_index, staging_path, swap_in
 
         staging = staging_path(self.path)
         try:
@@ -126,7 +127,8 @@ class SqliteBackend:
         return report
 
     def tidy(self, *, strict: bool) -> None:
-        from groove_core.store import StoreError, remove_index_files, staging_path
+        from groove_core.storage import StoreError
+        from groove_core.store import remove_index_files, staging_path
 
         try:
             remove_index_files(staging_path(self.path), self.label + ".new")
@@ -140,10 +142,9 @@ class SqliteBackend:
         """SQLite's integrity check, the one-to-one agreements between documents, chunks,
         FTS rows and vectors, and an unfinished index run; ``repair`` re-indexes the
         documents whose rows disagree (a damaged file needs a rebuild instead)."""
+        from groove_core.storage import IndexEnvironmentError, StoreError
         from groove_core.store import (
-            IndexEnvironmentError,
             Store,
-            StoreError,
             check_consistency,
             error_kind,
             repair_rows,

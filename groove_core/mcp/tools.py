@@ -60,7 +60,7 @@ def result(payload: dict[str, Any]) -> CallToolResult:
 def _tool_errors() -> tuple[type[BaseException], ...]:
     from groove_core.config import ConfigError
     from groove_core.embedding import EmbedderError
-    from groove_core.store import StoreError
+    from groove_core.storage import StoreError
 
     return (DocumentError, ConfigError, EmbedderError, StoreError)
 

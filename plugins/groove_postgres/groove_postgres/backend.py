@@ -23,7 +23,7 @@ from contextlib import contextmanager, suppress
 from typing import TYPE_CHECKING, Any
 
 from groove_core.backend import BackendContext, BuildMode, Diagnosis
-from groove_core.store import (
+from groove_core.storage import (
     INCOMPLETE_KEY,
     EmbedderMismatchError,
     IndexDamagedError,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from groove_core.store import IndexDamagedError, IndexEnvironmentError, StoreError
+from groove_core.storage import IndexDamagedError, IndexEnvironmentError, StoreError
 from groove_postgres.settings import PostgresSettings, redact, scrub
 
 if TYPE_CHECKING:

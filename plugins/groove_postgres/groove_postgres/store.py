@@ -50,7 +50,7 @@ from groove_core.rows import (
     chunk_row,
     document_chunk_row,
 )
-from groove_core.store import (
+from groove_core.storage import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,
     DocState,

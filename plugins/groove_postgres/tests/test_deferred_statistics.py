@@ -14,7 +14,7 @@ import pytest
 from groove_postgres.store import PostgresStore
 
 from groove_core.app import Groove
-from groove_core.store import StoreError
+from groove_core.storage import StoreError
 from groove_core.testing import make_kb
 
 CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 4\n'

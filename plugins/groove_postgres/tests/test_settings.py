@@ -10,7 +10,7 @@ from groove_postgres.store import PostgresStore, PostgresStoreError
 
 from groove_core.app import Groove
 from groove_core.config import ConfigError
-from groove_core.store import IndexEnvironmentError
+from groove_core.storage import IndexEnvironmentError
 from groove_core.testing import FAST_CONFIG, make_kb
 
 SECRET = "s3cr3t-Pa55"
