@@ -72,9 +72,10 @@ def pruned(store: Store, text: str, share: float) -> list[int]:
 def word_leg(store: Store, text: str, share: float = 0.0) -> list[int]:
     terms, _ = words.query_terms(parse_query(text).positive_parts)
     common = common_terms(store, terms, share) if share and terms else []
-    expr = words.match_expr([t for t in terms if t not in common])
-    if expr is None:
+    kept = [t for t in terms if t not in common]
+    if not kept:
         return []
+    expr = match_expression(kept, ())
     return [cid for cid, _ in words.search(store.conn, expr, WEIGHTS, LEG_SIZE, None)]
 
 

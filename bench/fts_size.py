@@ -35,7 +35,7 @@ from timing import pct
 
 from groove_core import words
 from groove_core.app import Groove
-from groove_core.query import normalize, parse_query
+from groove_core.query import match_expression, normalize, parse_query
 from groove_core.store import (
     FTS_RANKED_SQL,
     Store,
@@ -113,7 +113,7 @@ def main() -> None:
     fusion = app.config.search.fusion
     weights = (fusion.heading, fusion.context, fusion.content)
     trigram = [str(q.match_expr) for t in queries() if (q := parse_query(t)).match_expr]
-    word = [e for t in queries() if (e := words.match_expr(words.query_terms([(t, False)])[0]))]
+    word = [e for t in queries() if (e := match_expression(words.query_terms([(t, False)])[0], ()))]
     with tempfile.TemporaryDirectory() as tmp:
         paths = {"schema 3": Path(tmp) / "s3.sqlite", "schema 4": Path(tmp) / "s4.sqlite"}
         for path in paths.values():

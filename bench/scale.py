@@ -161,7 +161,7 @@ def time_query(app: Groove, q: str) -> dict[str, float]:
     out["knn"] = time.perf_counter() - started
     started = time.perf_counter()
     if ctx.query.match_expr:
-        store.fts_search(ctx.query.match_expr, weights, ctx.leg_size)
+        store.fts_search(ctx.query.positives, weights, ctx.leg_size, excluded=ctx.query.negatives)
     out["fts"] = time.perf_counter() - started
     results = searcher.candidates(ctx)
     started = time.perf_counter()

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaldata, from a
 
 from evaldata import EVALDATA
 from groove_core import words
-from groove_core.query import normalize, parse_query
+from groove_core.query import match_expression, normalize, parse_query
 from groove_core.store import Store
 
 
@@ -69,10 +69,10 @@ def main() -> None:
             parsed = parse_query(query)
             if parsed.match_expr is not None:
                 started = time.perf_counter()
-                store.fts_search(parsed.match_expr, (2.0, 1.0, 1.0), 50)
+                store.fts_search(parsed.positives, (2.0, 1.0, 1.0), 50, excluded=parsed.negatives)
                 fts_ms.append((time.perf_counter() - started) * 1000)
-            expr = words.match_expr(words.query_terms(parsed.positive_parts)[0])
-            if expr is not None:
+            expr = match_expression(words.query_terms(parsed.positive_parts)[0], ())
+            if expr:
                 started = time.perf_counter()
                 words.search(conn, expr, (2.0, 1.0, 1.0), 50)
                 word_ms.append((time.perf_counter() - started) * 1000)

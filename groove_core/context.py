@@ -142,8 +142,8 @@ class QueryContext:
 
     @functools.cached_property
     def _excluded(self) -> frozenset[int]:
-        expr = self.query.negative_expr
-        return frozenset() if expr is None else self.store.fts_ids(expr)
+        negatives = self.query.negatives
+        return self.store.fts_ids(negatives) if negatives else frozenset()
 
     @functools.cached_property
     def _allowed(self) -> frozenset[int] | None:

@@ -350,8 +350,9 @@ def _or_expr(phrases: Iterable[str]) -> str:
 
 
 def match_expression(positives: Sequence[str], negatives: Sequence[str]) -> str:
-    """The MATCH expression of these phrases, as :func:`parse_query` writes it (for a leg
-    that searches with fewer phrases than the query has)."""
+    """The MATCH expression of these phrases, as :func:`parse_query` writes it: what the
+    SQLite store hands FTS5, and what ``--explain`` shows of a leg that searched with
+    fewer phrases than the query has."""
     return _match_expr(tuple(positives), tuple(negatives))
 
 

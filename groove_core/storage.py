@@ -125,21 +125,27 @@ class SearchStore(Protocol):
 
     def fts_search(
         self,
-        match_expr: str,
+        phrases: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
+        *,
+        excluded: Sequence[str] = (),
     ) -> list[tuple[int, float]]:
-        """The lexical (trigram) leg: up to ``limit`` (chunk id, bm25) matching the
-        compiled expression (``ParsedQuery.match_expr``), best first. bm25 is negative,
-        smaller is better; ``weights`` are the heading, context and content column weights.
-        Cost: grows with the rows the expression matches (every match is scored before
-        the limit)."""
+        """The lexical (trigram) leg: up to ``limit`` (chunk id, bm25) of the chunks that
+        hold any of ``phrases`` and none of ``excluded`` (the query's compiled phrases,
+        ``ParsedQuery.positives`` and ``negatives``), best first. A phrase is matched
+        whole, NFKC-normalised and folded as :func:`groove_core.folding.fold_char` folds
+        it, anywhere in the heading, context or content. bm25 is FTS5's (negative,
+        smaller is better) over the phrases; ``weights`` are the heading, context and
+        content column weights. Cost: grows with the rows the phrases match (every match
+        is scored before the limit)."""
         ...
 
-    def fts_ids(self, expr: str) -> frozenset[int]:
-        """Every chunk id the expression matches, unranked (the exclusion scan,
-        ``ParsedQuery.negative_expr``). Cost: grows with the matches, no scoring."""
+    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
+        """Every chunk id holding any of ``phrases``, matched as :meth:`fts_search` matches
+        them, unranked (the exclusion scan, ``ParsedQuery.negatives``). Cost: grows with
+        the matches, no scoring."""
         ...
 
     def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
@@ -150,14 +156,16 @@ class SearchStore(Protocol):
 
     def word_search(
         self,
-        match_expr: str,
+        terms: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
     ) -> list[tuple[int, float]]:
-        """The word leg: up to ``limit`` (chunk id, bm25) matching an expression over the
-        word tokens (``groove_core.words.match_expr``), best first, as :meth:`fts_search`.
-        Cost: grows with the rows the expression matches."""
+        """The word leg: up to ``limit`` (chunk id, bm25) of the chunks holding any of
+        ``terms`` among their word tokens (``groove_core.words``), best first, scored as
+        :meth:`fts_search`. A term is one token, or several separated by a space (a
+        phrase: the tokens side by side, in order), as ``words.query_terms`` writes them.
+        Cost: grows with the rows the terms match."""
         ...
 
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from groove_core import links, words
-from groove_core.query import normalize
+from groove_core.query import match_expression, normalize
 from groove_core.rows import (
     ChunkRow,
     DocumentChunkRow,
@@ -976,12 +976,17 @@ class Store:
 
     def fts_search(
         self,
-        match_expr: str,
+        phrases: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
+        *,
+        excluded: Sequence[str] = (),
     ) -> list[tuple[int, float]]:
         """Ranked lexical candidates: (chunk id, bm25) best first."""
+        if not phrases:
+            return []
+        match_expr = match_expression(phrases, excluded)
         if allowed is None:
             rows = self.conn.execute(FTS_RANKED_SQL, (*weights, match_expr, limit))
         else:
@@ -1005,13 +1010,15 @@ class Store:
 
     def word_search(
         self,
-        match_expr: str,
+        terms: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
     ) -> list[tuple[int, float]]:
         """Ranked word-leg candidates: (chunk id, bm25) best first."""
-        return words.search(self.conn, match_expr, weights, limit, allowed)
+        if not terms:
+            return []
+        return words.search(self.conn, match_expression(terms, ()), weights, limit, allowed)
 
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """(chunks containing each single-token term, chunks in all) from the word table's
@@ -1035,8 +1042,11 @@ class Store:
         self._row_count = int(count[0])
         self._df_version = version
 
-    def fts_ids(self, expr: str) -> frozenset[int]:
-        """Every chunk id an FTS5 expression matches (the exclusion scan)."""
+    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
+        """Every chunk id holding any of ``phrases`` (the exclusion scan)."""
+        if not phrases:
+            return frozenset()
+        expr = match_expression(phrases, ())
         return frozenset(int(r[0]) for r in self.conn.execute(FTS_IDS_SQL, (expr,)))
 
     def vector_search(

@@ -48,7 +48,6 @@ __all__ = [
     "document_frequencies",
     "fill",
     "insert_row",
-    "match_expr",
     "migrate_add_word_table",
     "query_terms",
     "row_ids",
@@ -167,10 +166,6 @@ def segment(text: str) -> str:
     return " ".join(tokens(_ANCHOR.sub(" ", text)))
 
 
-def _quote(phrase: str) -> str:
-    return '"' + phrase.replace('"', '""') + '"'
-
-
 def query_terms(parts: Sequence[tuple[str, bool]]) -> tuple[list[str], bool]:
     """(FTS5 terms, truncated): a plain part gives one term per distinct token, a quoted
     part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously).
@@ -192,11 +187,6 @@ def _terms(parts: Sequence[tuple[str, bool]], *, drop_stop_words: bool) -> list[
         else:
             terms.extend(found)
     return terms
-
-
-def match_expr(terms: Sequence[str]) -> str | None:
-    """``"t1" OR "t2" ...`` (every term quoted, so no token can be FTS5 syntax)."""
-    return " OR ".join(_quote(t) for t in terms) or None
 
 
 # -- SQL, all of it for word_chunks --------------------------------------------------------

@@ -70,14 +70,13 @@ def test_rows_are_frozen_and_typed(tmp_path: Path) -> None:
 
 def test_word_search_is_the_word_legs_query(tmp_path: Path) -> None:
     app = open_kb(make_kb(tmp_path / "kb", NOTES))
-    expr = words.match_expr(["zephyr"])
-    assert expr is not None
     weights = (1.0, 1.0, 1.0)
-    found = app.store.word_search(expr, weights, 10)
-    assert found == words.search(app.store.conn, expr, weights, 10)
+    found = app.store.word_search(["zephyr"], weights, 10)
+    assert found == words.search(app.store.conn, '"zephyr"', weights, 10)
     assert len(found) == 2
     only = frozenset({found[1][0]})
-    assert [cid for cid, _ in app.store.word_search(expr, weights, 10, only)] == [found[1][0]]
+    assert [cid for cid, _ in app.store.word_search(["zephyr"], weights, 10, only)] == [found[1][0]]
+    assert app.store.word_search([], weights, 10) == []
 
 
 def test_the_protocol_and_rows_import_nothing_heavy() -> None:

@@ -118,8 +118,6 @@ def test_query_terms_quote_phrases_and_cap() -> None:
     many = " ".join(f"{chr(0x4E00 + i)}{chr(0x4E00 + i)}" for i in range(words.MAX_TERMS + 5))
     terms, truncated = words.query_terms([(many, False)])
     assert len(terms) == words.MAX_TERMS and truncated
-    assert words.match_expr(['a"b', "c"]) == '"a""b" OR "c"'
-    assert words.match_expr([]) is None
 
 
 def test_two_character_words_are_found(kb: Path) -> None:

@@ -3,12 +3,12 @@ tokens, bm25; see groove_core.words) and vector (sqlite-vec)."""
 
 from __future__ import annotations
 
-import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from groove_core import words
 from groove_core.context import LegSpec, QueryContext
+from groove_core.folding import fold_char
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
 from groove_core.query import match_expression
@@ -21,20 +21,6 @@ if TYPE_CHECKING:
 #: costs a few milliseconds at most (docs/benchmarks.md), and on a small corpus a share says
 #: little (one long note can hold a "common" phrase).
 COMMON_PHRASE_MIN_ROWS = 1_000
-
-
-def fold_char(ch: str) -> str:
-    """``ch`` as the trigram tokenizer indexes it: case folded and, for the Latin-range
-    scripts its ``remove_diacritics 1`` covers, without combining marks (kana keep their
-    voicing marks). A mismatch only makes a trigram look rare, so a phrase is kept."""
-    low = ch.lower()
-    if len(low) != 1:
-        return ch
-    if ord(low) < 0x2000:
-        base = "".join(c for c in unicodedata.normalize("NFD", low) if not unicodedata.combining(c))
-        if len(base) == 1:
-            return base
-    return low
 
 
 def _trigrams(phrase: str) -> list[str]:
@@ -83,9 +69,9 @@ class FTSLeg:
         return [LegSpec("fts", "lexical", self.search)]
 
     def search(self, ctx: QueryContext) -> LegResult:
-        expr = ctx.query.match_expr
-        if ctx.query.fts_skipped or expr is None:
+        if ctx.query.fts_skipped or ctx.query.match_expr is None:
             return LegResult("fts", (), {"skipped": True})
+        phrases = list(ctx.query.positives)
         meta: dict[str, Any] = {}
         # bm25 scores every row an expression matches before its LIMIT
         # (docs/retrieval-pipeline.md, "Cost notes"), so a
@@ -93,14 +79,18 @@ class FTSLeg:
         # leg's time while its IDF (near zero) hardly moves the ranking; the query's rare
         # phrases still find the rows (docs/benchmarks.md, "FTS at scale").
         share = ctx.config.search.lexical_common_share
-        common = common_phrases(ctx.store, ctx.query.positives, share) if share else []
+        common = common_phrases(ctx.store, phrases, share) if share else []
         if common:
-            kept = [p for p in ctx.query.positives if p not in common]
-            expr = match_expression(kept, ctx.query.negatives)
-            meta = {"expr": expr, "common_dropped": common}
+            phrases = [p for p in phrases if p not in common]
+            meta = {
+                "expr": match_expression(phrases, ctx.query.negatives),
+                "common_dropped": common,
+            }
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
-        rows = ctx.store.fts_search(expr, weights, ctx.leg_size, ctx.allowed_ids())
+        rows = ctx.store.fts_search(
+            phrases, weights, ctx.leg_size, ctx.allowed_ids(), excluded=ctx.query.negatives
+        )
         return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows), meta)
 
 
@@ -151,16 +141,15 @@ class WordLeg:
         # ranks the least. ``terms`` stays whole in the meta (the coverage rule's IDF mass).
         share = ctx.config.search.lexical_common_share
         common = common_terms(ctx.store, terms, share) if share else []
-        expr = words.match_expr([t for t in terms if t not in common])
-        assert expr is not None  # the rarest term always stays
+        kept = [t for t in terms if t not in common]  # the rarest term always stays
         if truncated:
             ctx.note(f"the word leg used only the first {words.MAX_TERMS} distinct terms")
         allowed, excluded, k = _scope(ctx)
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
-        rows = ctx.store.word_search(expr, weights, k, allowed)
-        kept = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
-        meta: dict[str, Any] = {"expr": expr, "terms": terms}
+        rows = ctx.store.word_search(kept, weights, k, allowed)
+        hits = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
+        meta: dict[str, Any] = {"expr": match_expression(kept, ()), "terms": terms}
         if common:
             meta["common_dropped"] = common
-        return LegResult("word", tuple(kept[: ctx.leg_size]), meta)
+        return LegResult("word", tuple(hits[: ctx.leg_size]), meta)

@@ -21,16 +21,15 @@ content)``. Here:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from groove_core.builtins.legs import fold_char
+from groove_core.folding import fold_char
 
 __all__ = [
     "SEPARATOR",
     "fold",
     "like_pattern",
     "overlap_witnesses",
-    "parse_match",
     "token_count",
     "trigrams",
 ]
@@ -46,7 +45,7 @@ B = 0.75
 
 class _FoldTable(dict[int, str]):
     """Code point -> the character as the trigram tokenizer compares it: the core's rule for
-    its common-phrase estimate (groove_core/builtins/legs.py), computed once per character
+    its common-phrase estimate (groove_core/folding.py), computed once per character
     the first time :func:`fold`'s ``str.translate`` meets it. NUL, which PostgreSQL text
     cannot hold, maps to U+FFFD."""
 
@@ -106,76 +105,3 @@ def overlap_regex(phrase: str) -> str:
     included: ``regexp_count(text, re)`` is the phrase's occurrence count."""
     body = "".join("\\" + ch if ch in _REGEX_SPECIAL else ch for ch in phrase)
     return f"(?={body})"
-
-
-class MatchSyntaxError(ValueError):
-    """Not an expression the core's query compiler writes."""
-
-
-def _tokens(expr: str) -> list[str]:
-    """``(``, ``)``, ``OR``, ``NOT`` and phrases (returned with a leading ``"``)."""
-    out: list[str] = []
-    i = 0
-    while i < len(expr):
-        ch = expr[i]
-        if ch.isspace():
-            i += 1
-        elif ch in "()":
-            out.append(ch)
-            i += 1
-        elif ch == '"':
-            chars: list[str] = []
-            i += 1
-            while True:
-                if i >= len(expr):
-                    raise MatchSyntaxError("unterminated phrase")
-                if expr[i] == '"':
-                    if expr[i + 1 : i + 2] == '"':
-                        chars.append('"')
-                        i += 2
-                        continue
-                    i += 1
-                    break
-                chars.append(expr[i])
-                i += 1
-            out.append('"' + "".join(chars))
-        else:
-            j = i
-            while j < len(expr) and not expr[j].isspace() and expr[j] not in '()"':
-                j += 1
-            word = expr[i:j]
-            if word not in ("OR", "NOT"):
-                raise MatchSyntaxError(f"unexpected {word!r}")
-            out.append(word)
-            i = j
-    return out
-
-
-def _phrase_list(tokens: Sequence[str]) -> list[str]:
-    """``"a" OR "b" ...`` → [a, b, ...]."""
-    if not tokens or len(tokens) % 2 == 0:
-        raise MatchSyntaxError("expected phrases joined by OR")
-    phrases: list[str] = []
-    for n, tok in enumerate(tokens):
-        if n % 2 == 0:
-            if not tok.startswith('"'):
-                raise MatchSyntaxError("expected a quoted phrase")
-            phrases.append(tok[1:])
-        elif tok != "OR":
-            raise MatchSyntaxError("expected OR")
-    return phrases
-
-
-def parse_match(expr: str) -> tuple[list[str], list[str]]:
-    """(positive phrases, negative phrases) of an FTS5 expression as the core's compiler
-    writes it: ``"a" OR "b"`` or ``("a" OR "b") NOT ("c" OR "d")`` (groove_core/query.py).
-    Anything else raises :class:`MatchSyntaxError`."""
-    tokens = _tokens(expr)
-    if "NOT" not in tokens:
-        return _phrase_list(tokens), []
-    at = tokens.index("NOT")
-    left, right = tokens[:at], tokens[at + 1 :]
-    for side in (left, right):
-        if len(side) < 3 or side[0] != "(" or side[-1] != ")":
-            raise MatchSyntaxError("expected (phrases) NOT (phrases)")
-    return _phrase_list(left[1:-1]), _phrase_list(right[1:-1])

@@ -1231,18 +1231,19 @@ class PostgresStore:
 
     def fts_search(
         self,
-        match_expr: str,
+        phrases: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
+        *,
+        excluded: Sequence[str] = (),
     ) -> list[tuple[int, float]]:
         """Ranked lexical candidates: (chunk id, bm25) best first, bm25 negative (smaller
         is better) and computed as FTS5's ``bm25(fts_chunks, *weights)`` computes it."""
-        positives, negatives = self._phrases(match_expr)
-        if not positives or limit <= 0 or (allowed is not None and not allowed):
+        if not phrases or limit <= 0 or (allowed is not None and not allowed):
             return []
-        pos = [lexical.fold(p) for p in positives]
-        neg = [lexical.fold(p) for p in negatives]
+        pos = [lexical.fold(p) for p in phrases]
+        neg = [lexical.fold(p) for p in excluded]
         # Each phrase's matching rows come from its own scan of the trigram GIN index
         # (one branch per phrase): the rows it matches give its document frequency and
         # its (row, phrase) frequencies, so text is counted only where a phrase occurs.
@@ -1274,29 +1275,18 @@ class PostgresStore:
             params += [self.kb_id, lexical.like_pattern(phrase)]
         return self._bm25(branches, params, "ntok", limit, allowed)
 
-    def fts_ids(self, expr: str) -> frozenset[int]:
-        """Every chunk id an expression matches (the exclusion scan, ADR-0011)."""
-        positives, negatives = self._phrases(expr)
-        if not positives:
+    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
+        """Every chunk id holding any of ``phrases`` (the exclusion scan, ADR-0011)."""
+        if not phrases:
             return frozenset()
         # One GIN scan per phrase (as fts_search), not an OR that the planner scans whole.
-        none_neg = "".join(f" AND {_TEXT} NOT LIKE %s" for _ in negatives)
-        branch = f"SELECT id FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s{none_neg}"
+        branch = f"SELECT id FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
         params: list[Any] = []
-        for phrase in positives:
+        for phrase in phrases:
             params += [self.kb_id, lexical.like_pattern(lexical.fold(phrase))]
-            params += [lexical.like_pattern(lexical.fold(p)) for p in negatives]
         with self._conn() as conn:
-            rows = conn.execute(" UNION ".join([branch] * len(positives)), params).fetchall()
+            rows = conn.execute(" UNION ".join([branch] * len(phrases)), params).fetchall()
         return frozenset(int(r[0]) for r in rows)
-
-    def _phrases(self, expr: str) -> tuple[list[str], list[str]]:
-        try:
-            return lexical.parse_match(expr)
-        except lexical.MatchSyntaxError as err:
-            raise PostgresStoreError(
-                f"the PostgreSQL index cannot run the lexical expression {expr!r}: {err}"
-            ) from None
 
     def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
         """(rows containing each trigram, rows in all), for the common-phrase rule."""
@@ -1317,14 +1307,13 @@ class PostgresStore:
 
     def word_search(
         self,
-        match_expr: str,
+        terms: Sequence[str],
         weights: tuple[float, float, float],
         limit: int,
         allowed: frozenset[int] | None = None,
     ) -> list[tuple[int, float]]:
         """Ranked word-leg candidates: (chunk id, bm25) best first, computed as FTS5's
         ``bm25(word_chunks, *weights)`` computes it (groove_postgres.wordleg)."""
-        terms, _ = self._phrases(match_expr)
         tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]
         if not tokens or limit <= 0 or (allowed is not None and not allowed):
             return []

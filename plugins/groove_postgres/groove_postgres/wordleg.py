@@ -1,7 +1,7 @@
 """The word leg on PostgreSQL: the SQLite ``word_chunks`` table (groove_core/words.py) redone.
 
 SQLite indexes each chunk's script-boundary tokens (``words.segment``) with FTS5's
-``unicode61 remove_diacritics 2`` tokenizer and ranks an ``"t1" OR "t2 t3"`` expression with
+``unicode61 remove_diacritics 2`` tokenizer and ranks the query's terms (``t1``, ``t2 t3``) with
 ``bm25(word_chunks, heading, context, content)``. Here each chunk row holds, per column,
 its tokens folded as that tokenizer folds them (:func:`column_tokens`) and written
 *padded* (:func:`padded`: every token between two spaces, `` a  b ``), so that a term or a
@@ -39,7 +39,7 @@ def padded(tokens: Sequence[str]) -> str:
 
 
 def query_term(term: str) -> list[str]:
-    """The folded tokens of one term of the word leg's expression (a phrase: several)."""
+    """The folded tokens of one of the word leg's terms (a phrase: several)."""
     return [lexical.fold(t) for t in term.split(" ") if t]
 
 

@@ -291,29 +291,32 @@ def test_bm25_ranks_as_the_sqlite_fts5_leg(
                 continue
             expected = [
                 (key_of(lite_rows, cid), score)
-                for cid, score in lite.fts_search(query.match_expr, weights, 50)
+                for cid, score in lite.fts_search(
+                    query.positives, weights, 50, excluded=query.negatives
+                )
             ]
             got = [
                 (key_of(pg_rows, cid), score)
-                for cid, score in pg.fts_search(query.match_expr, weights, 50)
+                for cid, score in pg.fts_search(
+                    query.positives, weights, 50, excluded=query.negatives
+                )
             ]
             assert [k for k, _ in got] == [k for k, _ in expected], text
             for (_, a), (_, b) in zip(got, expected, strict=True):
                 assert a == pytest.approx(b, rel=1e-9, abs=1e-12), text
             matched += bool(expected)
             # The exclusion scan agrees too.
-            if query.negative_expr:
-                lite_ids = {key_of(lite_rows, i) for i in lite.fts_ids(query.negative_expr)}
-                pg_ids = {key_of(pg_rows, i) for i in pg.fts_ids(query.negative_expr)}
+            if query.negatives:
+                lite_ids = {key_of(lite_rows, i) for i in lite.fts_ids(query.negatives)}
+                pg_ids = {key_of(pg_rows, i) for i in pg.fts_ids(query.negatives)}
                 assert pg_ids == lite_ids, text
         assert matched >= 10
         # A filter (allowed ids) keeps the whole-KB IDF, as FTS5 does.
         query = parse_query("search")
-        assert query.match_expr is not None
         keep = {cid for cid, row in pg_rows.items() if row.path == "en/cooking.md"}
         lite_keep = {cid for cid, row in lite_rows.items() if row.path == "en/cooking.md"}
-        got_f = pg.fts_search(query.match_expr, weights, 10, frozenset(keep))
-        exp_f = lite.fts_search(query.match_expr, weights, 10, frozenset(lite_keep))
+        got_f = pg.fts_search(query.positives, weights, 10, frozenset(keep))
+        exp_f = lite.fts_search(query.positives, weights, 10, frozenset(lite_keep))
         assert [key_of(pg_rows, c) for c, _ in got_f] == [key_of(lite_rows, c) for c, _ in exp_f]
         assert [s for _, s in got_f] == pytest.approx([s for _, s in exp_f], rel=1e-9)
         # The common-phrase rule's counts: the same as FTS5's vocabulary.
@@ -481,11 +484,10 @@ def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> Non
         b.write_documents([same_path], vectors_for([same_path], seed=1))
         assert a.counts() == {"documents": 2, "chunks": 5}
         assert b.counts() == {"documents": 1, "chunks": 1}
-        expr = parse_query("日本語の文章").match_expr
-        assert expr is not None
-        assert a.fts_search(expr, (2.0, 1.0, 1.0), 10)
-        assert b.fts_search(expr, (2.0, 1.0, 1.0), 10) == []
-        assert b.fts_ids(expr) == frozenset()
+        phrases = parse_query("日本語の文章").positives
+        assert a.fts_search(phrases, (2.0, 1.0, 1.0), 10)
+        assert b.fts_search(phrases, (2.0, 1.0, 1.0), 10) == []
+        assert b.fts_ids(phrases) == frozenset()
         b_ids = b.chunk_ids_for_docs([s.id for s in b.doc_states().values()])
         hits = b.vector_search(np.ones(DIM, dtype=np.float32), 10)
         assert {c for c, _ in hits} == b_ids
@@ -634,7 +636,7 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
                 "UPDATE groove.meta SET value = '1' WHERE kb = %s AND key = %s",
                 (old.kb_id, WORD_RULES_KEY),
             )
-        assert old.word_search('"match"', (2.0, 1.0, 1.0), 10) == []
+        assert old.word_search(["match"], (2.0, 1.0, 1.0), 10) == []
         old.close()
         old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
         assert old.get_meta(WORD_RULES_KEY) == words.SEGMENTATION
@@ -646,10 +648,10 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
             sorted(fresh.chunk_ids_for_docs(s.id for s in fresh.doc_states().values()))
         )
         old_rows = old.chunk_rows(ids)
-        for expr in ('"match"', '"search" OR "find"', '"banana"', '"状態" OR "管理"'):
-            got = old.word_search(expr, (2.0, 1.0, 1.0), 10)
-            want = fresh.word_search(expr, (2.0, 1.0, 1.0), 10)
-            assert got, expr
+        for terms in (["match"], ["search", "find"], ["banana"], ["状態", "管理"]):
+            got = old.word_search(terms, (2.0, 1.0, 1.0), 10)
+            want = fresh.word_search(terms, (2.0, 1.0, 1.0), 10)
+            assert got, terms
             assert [key_of(old_rows, c) for c, _ in got] == [key_of(fresh_rows, c) for c, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
     finally:
