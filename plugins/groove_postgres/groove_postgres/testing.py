@@ -40,8 +40,6 @@ import pytest
 from groove_core.testing import FAST_CONFIG
 
 __all__ = [
-    "BACKENDS",
-    "BILINGUAL",
     "EmbeddedPostgres",
     "postgres_dsn",
     "postgres_server",
@@ -360,44 +358,6 @@ def postgres_dsn(postgres_server: EmbeddedPostgres) -> Iterator[str]:
 
 
 # -- knowledge bases on either backend ------------------------------------------------------
-
-#: A small Japanese and English KB: headings, tags, links, short Japanese words.
-BILINGUAL: dict[str, str] = {
-    "guide/install.md": (
-        "---\ntitle: Installing groove\ntags: [setup, guide]\n---\n# Installing groove\n\n"
-        "Run the setup script to create a virtual environment. See [searching](search.md).\n\n"
-        "## Requirements\n\nPython 3.11 and a C compiler are needed for the extensions.\n"
-    ),
-    "guide/search.md": (
-        "---\ntags: [guide]\n---\n# Searching\n\nUse quoted phrases for exact matches and a "
-        "leading minus to exclude words.\n\n## Ranking\n\nResults are fused with reciprocal "
-        "rank fusion across the lexical and vector legs. [[install]]\n"
-    ),
-    "notes/rust.md": (
-        "---\ntags: [lang]\n---\n# Rust notes\n\nRust async runtimes such as tokio schedule "
-        "futures.\n\n## Ownership\n\nRust ownership rules prevent data races at compile time.\n"
-    ),
-    "notes/python.md": (
-        "# Python notes\n\nPython generators yield values lazily, one at a time.\n\n"
-        "## Pipelines\n\nData pipelines chain generators; each stage pulls from the last.\n"
-    ),
-    "notes/ja.md": (
-        "---\ntags: [日本語]\n---\n# 再ランキングの評価\n\nクロスエンコーダによる再ランキングの"
-        "評価について説明する。\n\n## 検索システム\n\n全文検索とベクトル検索を組み合わせた"
-        "システムである。状態管理の型も扱う。\n"
-    ),
-    "notes/vue.md": (
-        "# 算出プロパティ\n\n算出プロパティはリアクティブな状態から値を計算する。"
-        "キャッシュされる。\n\n## ウォッチャー\n\nウォッチャーは状態の変化に応じて副作用を"
-        "実行する。部屋の型。\n"
-    ),
-    "journal/2024.md": (
-        "# Journal\n\nToday I read about bm25 and trigram matching. 東京で日本語の文章を"
-        "検索した。\n\nCafé naïve résumé — Ｆｕｌｌ－ｗｉｄｔｈ text.\n"
-    ),
-}
-
-BACKENDS = ["sqlite", "postgres"]
 
 
 def store_toml(backend: str, dsn: str = "") -> str:

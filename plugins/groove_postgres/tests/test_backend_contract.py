@@ -1,20 +1,18 @@
-"""The storage-backend contract, run for both backends: what a user sees is the same on
-SQLite and on PostgreSQL (docs/storage-backends.md)."""
+"""The storage-backend contract (``groove_core.testing.BackendContract``) on PostgreSQL,
+and what a user sees compared with SQLite: the same results, leg by leg and score by score
+(docs/storage-backends.md)."""
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import store_toml
 
 from groove_core.app import Groove
-from groove_core.get_cmd import parse_target, read_target
-from groove_core.status import kb_status
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import BILINGUAL, BackendContract, make_kb, open_kb
 
 #: Queries of every kind: Japanese, English, short Japanese words (the word leg),
 #: phrases, exclusions, NFKC and diacritics.
@@ -36,27 +34,14 @@ QUERIES = [
 ]
 
 
-MakeKb = Callable[..., Path]
-
-
-def get_document(app: Groove, path: str) -> dict[str, Any]:
-    return read_target(app, parse_target(path, app.kb), 0)
+class TestPostgresBackend(BackendContract):
+    def store_config(self, request: Any) -> str:
+        return store_toml("postgres", str(request.getfixturevalue("postgres_dsn")))
 
 
 def _top(app: Groove, query: str, **filters: object) -> list[tuple[str, int, str]]:
     response = app.search(query, limit=10, **filters)  # type: ignore[arg-type]
     return [(h.path, h.line_start, h.content) for h in response.results]
-
-
-def _content(app: Groove) -> set[tuple[str, int, str]]:
-    """Everything a search can return, independent of ids and timestamps."""
-    store = app.backend.open()
-    try:
-        docs = store.documents()
-        rows = store.chunk_rows(sorted(store.chunk_ids_for_docs(d.doc_id for d in docs)))
-        return {(r.path, r.ordinal, r.content) for r in rows.values()}
-    finally:
-        store.close()
 
 
 def test_search_results_are_the_same_on_both_backends(tmp_path: Path, postgres_dsn: str) -> None:
@@ -91,85 +76,6 @@ def test_search_results_are_the_same_on_both_backends(tmp_path: Path, postgres_d
     assert [d.path for d in pg.store.documents()] == [d.path for d in lite.store.documents()]
     for path in ("guide/install.md", "guide/search.md"):
         assert pg.store.links_of(path, 10) == lite.store.links_of(path, 10)
-
-
-def test_index_incrementally_change_and_delete(kb_on: MakeKb, tmp_path: Path) -> None:
-    kb = kb_on(tmp_path / "kb")
-    app = Groove.open(kb)
-    first = app.index()
-    assert (first.added, first.documents_total) == (len(BILINGUAL), len(BILINGUAL))
-    assert app.index().unchanged == len(BILINGUAL)  # nothing to do the second time
-    (kb / "notes" / "rust.md").write_text("# Rust notes\n\nBorrow checker lifetimes.\n")
-    (kb / "notes" / "python.md").unlink()
-    (kb / "notes" / "new.md").write_text("# 新しいノート\n\n部屋の掃除について。\n")
-    report = app.index()
-    assert (report.added, report.changed, report.removed) == (1, 1, 1)
-    assert _top(app, "borrow checker lifetimes")[0][0] == "notes/rust.md"
-    assert "notes/python.md" not in {p for p, _, _ in _top(app, "python generators")}
-    assert _top(app, "部屋")[0][0] == "notes/new.md"
-    clean = open_kb(kb_on(tmp_path / "clean", {**_files(kb)}))
-    assert _content(app) == _content(clean)
-    status = kb_status(app)
-    assert status["indexed"] and status["documents"] == len(BILINGUAL)
-    assert status["backend"] == app.backend.name and not status["incomplete"]
-    assert status["stale"] == 0
-    got = get_document(app, "notes/new.md")
-    assert got["indexed"] is True and got["title"] == "新しいノート"
-
-
-def _files(kb: Path) -> dict[str, str]:
-    return {
-        p.relative_to(kb).as_posix(): p.read_text(encoding="utf-8")
-        for p in sorted(kb.rglob("*.md"))
-    }
-
-
-def test_exclusions_and_filters(kb_on: MakeKb, tmp_path: Path) -> None:
-    app = open_kb(kb_on(tmp_path / "kb"))
-    assert not any("tokio" in c for _, _, c in _top(app, "rust -tokio"))
-    assert {p for p, _, _ in _top(app, "検索", path="notes/*")} <= {
-        f"notes/{n}.md" for n in ("ja", "vue", "rust", "python")
-    }
-    assert {p for p, _, _ in _top(app, "検索", path="guide")} <= {
-        "guide/install.md",
-        "guide/search.md",
-    }
-    assert {p for p, _, _ in _top(app, "notes", tags=("lang",))} == {"notes/rust.md"}
-    assert _top(app, "検索", tags=("missing",)) == []
-
-
-def test_rebuild_and_reembed_swap_in_a_whole_index(kb_on: MakeKb, tmp_path: Path) -> None:
-    app = open_kb(kb_on(tmp_path / "kb"))
-    before = _content(app)
-    reader = app.store  # a connection opened before the rebuild
-    rebuilt = Groove.open(app.kb).index(rebuild=True)
-    assert rebuilt.added == len(BILINGUAL)
-    assert not app.backend.current(reader)  # it reads the replaced index: reopened
-    assert app.store is not reader
-    assert _content(app) == before
-    assert _top(app, "再ランキングの評価")[0][0] == "notes/ja.md"
-    reembedded = Groove.open(app.kb).index(reembed=True)
-    assert reembedded.chunks_embedded >= len(before)
-    assert _content(app) == before
-    assert _top(app, "rust ownership")[0][0] == "notes/rust.md"
-    assert app.doctor().healthy
-
-
-def test_doctor_healthy_and_repair(kb_on: MakeKb, tmp_path: Path) -> None:
-    app = open_kb(kb_on(tmp_path / "kb"))
-    result = app.doctor()
-    assert result.healthy, result.problems
-    repaired = app.doctor(repair=True)
-    assert repaired.healthy and not repaired.reindexed
-
-
-def test_a_missing_index_is_said_on_both(kb_on: MakeKb, tmp_path: Path) -> None:
-    app = Groove.open(kb_on(tmp_path / "kb"))
-    assert not app.backend.exists()
-    assert kb_status(app)["indexed"] is False
-    with pytest.raises(Exception, match="run 'groove index'"):
-        app.search("rust")
-    assert get_document(app, "notes/rust.md")["indexed"] is False
 
 
 def test_two_kbs_share_one_database(tmp_path: Path, postgres_dsn: str) -> None:

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from groove_postgres.testing import BILINGUAL, EmbeddedPostgres
+from groove_postgres.testing import EmbeddedPostgres
 from mcp import Client, StdioServerParameters
 
-from groove_core.testing import FAST_CONFIG, make_kb, wait_until_listening
+from groove_core.testing import BILINGUAL, FAST_CONFIG, make_kb, wait_until_listening
 
 #: [store] with no DSN: libpq reads PGHOST, PGPORT, PGUSER, PGDATABASE.
 TOML = FAST_CONFIG + '[store]\nbackend = "postgres"\n'

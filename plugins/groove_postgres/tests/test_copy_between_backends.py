@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import store_toml
 
 from groove_core.app import Groove
-from groove_core.testing import make_kb
+from groove_core.testing import BILINGUAL, make_kb
 
 QUERIES = [
     "再ランキングの評価",

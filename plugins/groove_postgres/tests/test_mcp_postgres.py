@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import store_toml
 
 from groove_core.mcp.server import build_mcp_server
-from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
+from groove_core.testing import BILINGUAL, call_tools, drive_mcp, make_kb, open_kb
 
 
 def structured(result: Any) -> dict[str, Any]:

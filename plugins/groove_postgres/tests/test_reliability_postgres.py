@@ -23,12 +23,12 @@ from groove_postgres.backend import PostgresBackend
 from groove_postgres.errors import classify
 from groove_postgres.settings import PostgresSettings
 from groove_postgres.store import PostgresStore
-from groove_postgres.testing import BILINGUAL, EmbeddedPostgres, store_toml
+from groove_postgres.testing import EmbeddedPostgres, store_toml
 
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.mcp.server import build_mcp_server
-from groove_core.testing import drive_mcp, make_kb, open_kb
+from groove_core.testing import BILINGUAL, drive_mcp, make_kb, open_kb
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 

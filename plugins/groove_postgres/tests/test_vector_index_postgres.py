@@ -11,10 +11,10 @@ import numpy as np
 import psycopg
 import pytest
 from groove_postgres.store import PostgresStore
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import store_toml
 
 from groove_core.app import Groove
-from groove_core.testing import make_kb
+from groove_core.testing import BILINGUAL, make_kb
 
 
 def _hnsw(dsn: str) -> set[str]:
