@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 from groove_core.query import parse_query
-from groove_core.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
+from groove_core.sqlite.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
 
 WORDS = [
     "alpha",

@@ -36,7 +36,7 @@ from timing import pct
 from groove_core import words
 from groove_core.app import Groove
 from groove_core.query import match_expression, normalize, parse_query
-from groove_core.store import (
+from groove_core.sqlite.store import (
     FTS_RANKED_SQL,
     Store,
     connect,

@@ -26,8 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import queries
 
-from groove_core import store as store_module
 from groove_core.app import Groove
+from groove_core.sqlite import store as store_module
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaldata, from a
 from evaldata import EVALDATA
 from groove_core import words
 from groove_core.query import match_expression, normalize, parse_query
-from groove_core.store import Store
+from groove_core.sqlite.store import Store
 
 
 def _texts() -> list[str]:

@@ -3,7 +3,7 @@ checked and repaired.
 
 ``[store] backend`` in groove.toml names one; a plugin provides backends through the
 ``groove_storage_backends`` hook, as the built-in SQLite backend does
-(``groove_core.builtins.sqlite``). The application (``groove_core.app``) only talks to an
+(``groove_core.sqlite.backend``). The application (``groove_core.app``) only talks to an
 index through this contract: a backend hands out connections (:meth:`IndexBackend.open`)
 that the indexer writes through and the legs read through, and it owns what differs
 between engines: staging a rebuild, telling a damaged index from a hostile environment,
@@ -79,6 +79,12 @@ class IndexBackend(Protocol):
     #: How many searches at once ``groove serve`` runs by default (its reader threads,
     #: each with a connection of its own): what the engine serves well side by side.
     readers: int
+
+    @property
+    def schema_version(self) -> int:
+        """The version of the engine's index layout, recorded with each evaluation run (a
+        new layout can change results)."""
+        ...
 
     def exists(self) -> bool:
         """Whether an index has been built (searching needs one)."""

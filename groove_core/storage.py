@@ -2,8 +2,8 @@
 
 Candidate legs, filters, fusion and the stages after it receive the index as
 ``QueryContext.store``, typed with :class:`SearchStore`, so a plugin depends on this
-contract and not on the SQLite file behind it (``groove_core.store.Store``, the built-in
-implementation, which satisfies it: mypy checks that in ``groove_core.store``).
+contract and not on the SQLite file behind it (``groove_core.sqlite.store.Store``, the
+built-in implementation, which satisfies it: mypy checks that in ``groove_core.sqlite``).
 :class:`IndexStore` adds what the indexer, ``groove status`` and the application use to
 write and bind an index: what a storage backend's connection provides
 (``groove_core.backend``, docs/storage-backends.md).

@@ -20,7 +20,7 @@ The tokens are joined with spaces and indexed by FTS5's ``unicode61`` tokenizer,
 only splits at those spaces. The table is contentless (schema 4): it keeps the index, not
 the text, so a row is deleted by handing FTS5 the same segmented text again, computed from
 the chunk (``delete_rows``); ``SEGMENTATION`` names this module's rules so that an index
-written by other rules is re-filled before a row is deleted (``groove_core.store``).
+written by other rules is re-filled before a row is deleted (``groove_core.sqlite.store``).
 Because the tokens are final, the ``fts5vocab`` view of the table holds exactly the
 tokens a query produces, which gives the document frequencies that the lexical-coverage
 weighting rule needs (``groove_core.weighting``). Why a leg and not a lower trigram
@@ -264,5 +264,6 @@ def fill(conn: Any, rows: Iterable[tuple[int, str, str, str]]) -> None:
 
 def migrate_add_word_table(conn: Any) -> None:
     """Schema 1 → 2: create the word table. Schema 4 makes it contentless and fills it from
-    the chunks already indexed (``groove_core.store``), so an upgrade needs no re-embedding."""
+    the chunks already indexed (``groove_core.sqlite.store``), so an upgrade needs no
+    re-embedding."""
     create_table(conn)

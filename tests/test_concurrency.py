@@ -13,7 +13,7 @@ from pathlib import Path
 
 from evaldata import EVALDATA
 from groove_core.app import Groove
-from groove_core.store import Store, check_consistency
+from groove_core.sqlite.store import Store, check_consistency
 from groove_core.testing import make_kb
 
 QUERIES = ("梅雨の時期", "選挙制度の改革", "日本の歴史", "気象庁の発表", "文化と芸術 -短い")

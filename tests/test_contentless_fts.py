@@ -13,11 +13,10 @@ from typing import Any
 
 import pytest
 
-from groove_core import store as store_module
 from groove_core import words
 from groove_core.query import normalize
-from groove_core.storage import IndexEnvironmentError
-from groove_core.store import (
+from groove_core.sqlite import store as store_module
+from groove_core.sqlite.store import (
     FTS_IDS_SQL,
     FTS_RANKED_SQL,
     LEXICAL_RULES_KEY,
@@ -27,6 +26,7 @@ from groove_core.store import (
     check_consistency,
     connect,
 )
+from groove_core.storage import IndexEnvironmentError
 from groove_core.testing import make_kb, open_kb
 
 FILES = {
@@ -179,9 +179,9 @@ def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> 
 _SLOW_MIGRATION = """
 import sys, time
 from pathlib import Path
-from groove_core import store as store_module
+from groove_core.sqlite import store as store_module
 from groove_core import words
-from groove_core.store import Store
+from groove_core.sqlite.store import Store
 
 fill = words.fill
 def slow(conn, rows):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from groove_core.query import MAX_PHRASES, parse_query
-from groove_core.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
+from groove_core.sqlite.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
 from groove_core.testing import cost_ratio, open_kb
 
 # 32 distinct words of 5+ letters: each compiles to exactly one phrase.

@@ -1,4 +1,6 @@
-"""groove_core's modules import one another without a cycle.
+"""groove_core's modules import one another without a cycle, and the storage rooms keep
+their doors: only the SQLite wing (``groove_core.sqlite``) speaks SQLite, and the PostgreSQL
+plugin builds on the storage contract alone.
 
 Every import counts, including those inside functions and under ``TYPE_CHECKING``: a cycle
 that only a lazy import hides still ties the modules together (a change to one breaks the
@@ -14,6 +16,12 @@ import groove_core
 
 PACKAGE = "groove_core"
 ROOT = Path(groove_core.__file__).resolve().parent
+#: The SQLite wing: the built-in backend, its store and their SQL.
+SQLITE_WING = "groove_core.sqlite"
+#: The one door into the wing: the list of built-in plugins registers its backend.
+WING_DOORS = {"groove_core.builtins": {"groove_core.sqlite.backend"}}
+#: The PostgreSQL plugin's package.
+POSTGRES = ROOT.parent / "plugins" / "groove_postgres" / "groove_postgres"
 
 
 def _modules() -> dict[str, Path]:
@@ -166,3 +174,38 @@ def test_groove_core_has_no_import_cycle() -> None:
         + (f"\n  (modules tied in it: {', '.join(sorted(members))})" if len(members) > 2 else "")
         for members in found
     )
+
+
+def _in(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def test_only_the_sqlite_wing_imports_it() -> None:
+    graph = import_graph()
+    assert f"{SQLITE_WING}.store" in graph and f"{SQLITE_WING}.backend" in graph
+    strays = {
+        module: sorted(
+            d for d in deps if _in(d, SQLITE_WING) and d not in WING_DOORS.get(module, ())
+        )
+        for module, deps in graph.items()
+        if not _in(module, SQLITE_WING)
+    }
+    strays = {m: d for m, d in strays.items() if d}
+    assert not strays, f"modules outside {SQLITE_WING} import it: {strays}"
+
+
+def test_the_postgres_plugin_builds_on_the_contract_alone() -> None:
+    known = set(_modules())
+    modules = sorted(POSTGRES.glob("*.py"))
+    assert len(modules) > 5  # the walk found the plugin
+    strays = {}
+    for path in modules:
+        name = f"groove_postgres.{path.stem}"
+        bad = sorted(
+            m
+            for m in imports_of(name, path, known)
+            if _in(m, SQLITE_WING) or _in(m, "groove_core.builtins")
+        )
+        if bad:
+            strays[name] = bad
+    assert not strays, f"the PostgreSQL plugin imports the SQLite wing or a built-in leg: {strays}"

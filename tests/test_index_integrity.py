@@ -27,7 +27,7 @@ from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.indexer import IndexProgress
 from groove_core.mcp.server import build_mcp_server
-from groove_core.store import Store, connect, staging_path
+from groove_core.sqlite.store import Store, connect, staging_path
 from groove_core.testing import make_kb, open_kb
 
 CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
@@ -146,7 +146,7 @@ def test_random_damaged_pages_never_crash_and_repair_restores(
 def _disk_fills_after(pages: int, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Every new index connection may grow its file only to ``pages`` pages: SQLite itself
     then fails a write with SQLITE_FULL, exactly as on a full disk."""
-    import groove_core.store as store_module
+    import groove_core.sqlite.store as store_module
 
     real = store_module.connect
 

@@ -11,8 +11,8 @@ import pytest
 
 from groove_core.app import Groove
 from groove_core.indexer import IndexProgress
+from groove_core.sqlite.store import SCHEMA_VERSION, Store
 from groove_core.storage import StoreError
-from groove_core.store import SCHEMA_VERSION, Store
 from groove_core.testing import WatchedEmbedder, make_kb, open_kb
 
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from groove_core.cli import build_cli
 from groove_core.mcp.server import build_mcp_server
-from groove_core.store import check_consistency
+from groove_core.sqlite.store import check_consistency
 from groove_core.testing import call_tools, make_kb, open_kb
 from tests.test_mcp_server import error_text, ok
 

@@ -15,8 +15,8 @@ from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.embedding import EmbedderError, EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
+from groove_core.sqlite.store import Store, staging_path
 from groove_core.storage import EmbedderMismatchError
-from groove_core.store import Store, staging_path
 from groove_core.testing import make_kb
 
 SMALL = '[embedder]\nname = "hashing-32"\n'

@@ -20,8 +20,8 @@ from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.registry import CONFIG_HOME_ENV, load_registry
+from groove_core.sqlite.store import Store, check_consistency
 from groove_core.storage import StoreError
-from groove_core.store import Store, check_consistency
 from groove_core.testing import make_kb, open_kb
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'

@@ -12,8 +12,8 @@ import pytest
 
 from groove_core import words
 from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+from groove_core.sqlite.store import Store
 from groove_core.storage import SearchStore
-from groove_core.store import Store
 from groove_core.testing import make_kb, open_kb
 
 NOTES = {
@@ -82,7 +82,7 @@ def test_word_search_is_the_word_legs_query(tmp_path: Path) -> None:
 def test_the_protocol_and_rows_import_nothing_heavy() -> None:
     code = (
         "import sys, groove_core.storage, groove_core.rows; "
-        "print(sorted(m for m in ('numpy', 'pysqlite3', 'pydantic', 'groove_core.store') "
+        "print(sorted(m for m in ('numpy', 'pysqlite3', 'pydantic', 'groove_core.sqlite.store') "
         "if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

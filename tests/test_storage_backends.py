@@ -10,9 +10,9 @@ import pytest
 
 from groove_core.app import Groove
 from groove_core.backend import BackendContext, BackendSpec
-from groove_core.builtins.sqlite import SqliteBackend
 from groove_core.config import ConfigError
 from groove_core.hookspecs import hookimpl
+from groove_core.sqlite.backend import SqliteBackend
 from groove_core.testing import FAST_CONFIG, make_kb
 
 NOTES = {"a.md": "# Kettle\n\nDescale the kettle.\n", "b.md": "# Tea\n\nBrew the tea.\n"}
@@ -110,7 +110,7 @@ def test_copy_from_keeps_unknown_token_counts_unknown_not_zero(tmp_path: Path) -
 
     kb = make_kb(tmp_path / "notes", LINKED, config=FAST_CONFIG)
     Groove.open(kb, entry_points=False).index()
-    from groove_core.store import Store
+    from groove_core.sqlite.store import Store
 
     store = Store.open(kb / ".groove" / "index.sqlite")
     with store.conn:

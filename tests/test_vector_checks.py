@@ -15,7 +15,7 @@ from groove_core.app import Groove
 from groove_core.embedding import EmbedderError, EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
 from groove_core.indexer import ZERO_VECTOR
-from groove_core.store import Store
+from groove_core.sqlite.store import Store
 from groove_core.testing import make_kb
 
 CONFIG = '[embedder]\nname = "odd"\nbatch_size = 2\n'

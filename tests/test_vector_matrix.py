@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from groove_core import store as store_module
 from groove_core.app import Groove
+from groove_core.sqlite import store as store_module
 from groove_core.testing import make_kb, open_kb
 
 FILES = {

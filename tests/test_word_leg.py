@@ -14,7 +14,7 @@ from groove_core.config import parse_config
 from groove_core.fusion import rrf
 from groove_core.models import LegHit, LegKind, LegResult
 from groove_core.query import normalize
-from groove_core.store import (
+from groove_core.sqlite.store import (
     LEXICAL_RULES_KEY,
     SCHEMA_VERSION,
     VECTORS_VERSION_KEY,

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def default_plugins() -> list[tuple[str, object]]:
     """(name, plugin) pairs registered on every plugin manager unless disabled by name."""
-    from groove_core.builtins import embedders, highlight, legs, sqlite
+    from groove_core.builtins import embedders, highlight, legs
+    from groove_core.sqlite import backend as sqlite
 
     return [
         ("fts", legs.FTSLeg()),

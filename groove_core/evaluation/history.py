@@ -49,11 +49,12 @@ def fingerprint(
     *,
     stage: str,
     limit: int,
+    schema_version: int,
     variant: str = "default",
 ) -> dict[str, Any]:
-    """The settings that change results, flat (``section.key`` -> value) for diffing."""
+    """The settings that change results, flat (``section.key`` -> value) for diffing;
+    ``schema_version`` is the index's layout (``IndexBackend.schema_version``)."""
     from groove_core import __version__
-    from groove_core.store import SCHEMA_VERSION
 
     fusion = config.search.fusion
     enabled = sorted(i.name for i in plugins.infos if i.status == "enabled")
@@ -72,7 +73,7 @@ def fingerprint(
         "fusion.coverage_vector": fusion.coverage_vector,
         "plugins.enabled": enabled,
         "plugins.versions": versions,
-        "index.schema_version": SCHEMA_VERSION,
+        "index.schema_version": schema_version,
         "index.max_chunk_tokens": config.index.max_chunk_tokens,
         "index.cjk_char_tokens": config.index.cjk_char_tokens,
         "golden.sha256": golden.sha256,
@@ -300,6 +301,7 @@ def record_run(
         session.golden,
         stage=variant.stage,
         limit=limit,
+        schema_version=session.app.backend.schema_version,
         variant=variant.name,
     )
     record = run_record(

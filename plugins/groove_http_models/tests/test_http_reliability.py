@@ -25,7 +25,7 @@ from groove_http_models.testing import ModelServer, http_config
 
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderError
-from groove_core.store import Store, check_consistency
+from groove_core.sqlite.store import Store, check_consistency
 from groove_core.testing import SAMPLE_NOTES, make_kb
 
 MODEL = "hash-64"

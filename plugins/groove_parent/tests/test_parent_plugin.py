@@ -17,7 +17,7 @@ from groove_core.config import parse_config
 from groove_core.models import SearchHit
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.store import connect
+from groove_core.sqlite.store import connect
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 
 

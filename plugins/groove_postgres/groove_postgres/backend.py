@@ -65,6 +65,12 @@ class PostgresBackend:
         self.readers = settings.pool_max
         self._db: Database | None = None
 
+    @property
+    def schema_version(self) -> int:
+        from groove_postgres.store import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+
     def size_bytes(self) -> None:
         """Unknown: the KBs of a database share its tables and indexes."""
         return None

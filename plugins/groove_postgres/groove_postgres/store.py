@@ -2,7 +2,7 @@
 :class:`PostgresStore`.
 
 The store satisfies the core's ``IndexStore`` protocol (groove_core/storage.py) with the
-same answers as the SQLite store (``groove_core.store.Store``); what differs:
+same answers as the SQLite store (``groove_core.sqlite.store.Store``); what differs:
 
 * Several knowledge bases share one database: every table carries ``kb`` (a row of
   ``kbs``), every statement is scoped to this store's KB. A KB's name may have a ``live``

@@ -29,8 +29,8 @@ from groove_core.chunking import Chunk
 from groove_core.links import RawLink
 from groove_core.query import parse_query
 from groove_core.rows import ChunkRow
+from groove_core.sqlite.store import Store
 from groove_core.storage import EmbedderMismatchError, NewDocument
-from groove_core.store import Store
 
 DIM = 8
 

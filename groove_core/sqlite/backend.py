@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from groove_core.indexer import IndexReport
+    from groove_core.sqlite.store import Consistency, Store
     from groove_core.storage import IndexStore, StoreError
-    from groove_core.store import Consistency, Store
 
 NAME = "sqlite"
 #: What a failed rebuild or re-embed leaves behind, said in every message about one.
@@ -39,6 +39,12 @@ class SqliteBackend:
         self.path, self.label = path, label
         self.public_label = public_label or f"the index file {path.name}"
 
+    @property
+    def schema_version(self) -> int:
+        from groove_core.sqlite.store import SCHEMA_VERSION
+
+        return SCHEMA_VERSION
+
     def exists(self) -> bool:
         return self.path.exists()
 
@@ -52,24 +58,24 @@ class SqliteBackend:
         return total
 
     def open(self) -> Store:
-        from groove_core.store import Store
+        from groove_core.sqlite.store import Store
 
         return Store.open(self.path, self.label)
 
     def current(self, store: IndexStore) -> bool:
-        from groove_core.store import Store
+        from groove_core.sqlite.store import Store
 
         return not (isinstance(store, Store) and store.replaced())
 
     def errors(self) -> tuple[type[BaseException], ...]:
-        from groove_core.store import sqlite_errors
+        from groove_core.sqlite.store import sqlite_errors
 
         return sqlite_errors()
 
     def classify(
         self, err: BaseException, doing: str, outcome: str = "", *, suspect: bool = False
     ) -> StoreError:
-        from groove_core.store import classify_error
+        from groove_core.sqlite.store import classify_error
 
         return classify_error(err, self.label, doing, outcome, suspect=suspect)
 
@@ -87,7 +93,7 @@ class SqliteBackend:
     ) -> IndexReport:
         """Run ``work`` on ``target``; ``outcome`` (for a staging file) says what a failure
         leaves behind, and makes the file whole on its own when done."""
-        from groove_core.store import Store, sqlite_errors
+        from groove_core.sqlite.store import Store, sqlite_errors
 
         store = Store.create(target, self.label)
         try:
@@ -105,8 +111,8 @@ class SqliteBackend:
     def _rebuild(self, work: Callable[[IndexStore], IndexReport], *, copy: bool) -> IndexReport:
         """Build into the staging file and swap it in; ``copy``: start from a copy of the
         index (to re-embed it), instead of from empty."""
+        from groove_core.sqlite.store import copy_index, staging_path, swap_in
         from groove_core.storage import StoreError
-        from groove_core.store import copy_index, staging_path, swap_in
 
         staging = staging_path(self.path)
         try:
@@ -127,8 +133,8 @@ class SqliteBackend:
         return report
 
     def tidy(self, *, strict: bool) -> None:
+        from groove_core.sqlite.store import remove_index_files, staging_path
         from groove_core.storage import StoreError
-        from groove_core.store import remove_index_files, staging_path
 
         try:
             remove_index_files(staging_path(self.path), self.label + ".new")
@@ -142,14 +148,14 @@ class SqliteBackend:
         """SQLite's integrity check, the one-to-one agreements between documents, chunks,
         FTS rows and vectors, and an unfinished index run; ``repair`` re-indexes the
         documents whose rows disagree (a damaged file needs a rebuild instead)."""
-        from groove_core.storage import IndexEnvironmentError, StoreError
-        from groove_core.store import (
+        from groove_core.sqlite.store import (
             Store,
             check_consistency,
             error_kind,
             repair_rows,
             sqlite_errors,
         )
+        from groove_core.storage import IndexEnvironmentError, StoreError
 
         result = Diagnosis()
         try:
