@@ -31,6 +31,7 @@ from groove_core import words
 from groove_core.app import Groove
 from groove_core.builtins.legs import common_phrases, common_terms
 from groove_core.query import match_expression, parse_query
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import FTS_RANKED_SQL, Store
 
 WEIGHTS = (2.0, 1.0, 1.0)
@@ -76,7 +77,7 @@ def word_leg(store: Store, text: str, share: float = 0.0) -> list[int]:
     if not kept:
         return []
     expr = match_expression(kept, ())
-    return [cid for cid, _ in words.search(store.conn, expr, WEIGHTS, LEG_SIZE, None)]
+    return [cid for cid, _ in word_table.search(store.conn, expr, WEIGHTS, LEG_SIZE, None)]
 
 
 def main() -> None:

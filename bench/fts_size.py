@@ -36,6 +36,7 @@ from timing import pct
 from groove_core import words
 from groove_core.app import Groove
 from groove_core.query import match_expression, normalize, parse_query
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import (
     FTS_RANKED_SQL,
     Store,
@@ -76,7 +77,7 @@ def to_schema_3(path: Path) -> None:
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
             (chunk_id, heading, context, content),
         )
-        words.insert_row(conn, chunk_id, heading, context, content)
+        word_table.insert_row(conn, chunk_id, heading, context, content)
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.execute("DELETE FROM meta WHERE key IN ('lexical_rules', 'vectors_version')")
     conn.execute("COMMIT")
@@ -207,7 +208,7 @@ def print_update_cost(conns: dict[str, Any], rounds: int) -> None:
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", fresh
         )
         for row in fresh:
-            words.insert_row(conn, *row)
+            word_table.insert_row(conn, *row)
         conn.execute("ROLLBACK")
 
     def schema_4() -> None:

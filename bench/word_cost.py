@@ -24,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # evaldata, from a
 from evaldata import EVALDATA
 from groove_core import words
 from groove_core.query import match_expression, normalize, parse_query
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import Store
 
 
@@ -61,7 +62,7 @@ def main() -> None:
         started = time.perf_counter()
         with store.transaction():
             for i, text in enumerate(texts, start=1):
-                words.insert_row(conn, i, "", "", text)
+                word_table.insert_row(conn, i, "", "", text)
         word_s = time.perf_counter() - started
         print(f"{n} chunks: trigram table {trigram_s:.1f} s, word table {word_s:.1f} s")
         fts_ms, word_ms = [], []
@@ -74,7 +75,7 @@ def main() -> None:
             expr = match_expression(words.query_terms(parsed.positive_parts)[0], ())
             if expr:
                 started = time.perf_counter()
-                words.search(conn, expr, (2.0, 1.0, 1.0), 50)
+                word_table.search(conn, expr, (2.0, 1.0, 1.0), 50)
                 word_ms.append((time.perf_counter() - started) * 1000)
         for name, ms in (("trigram", fts_ms), ("word", word_ms)):
             p95 = statistics.quantiles(ms, n=20)[-1]

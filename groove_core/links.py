@@ -1,4 +1,4 @@
-"""Links between notes: found by the chunker, stored in ``links``, resolved when read.
+"""Links between notes: found by the chunker, stored by the backend, resolved when read.
 
 A link is stored as written (``target``) with a ``key`` it is matched by: for a Markdown
 link the KB-relative path it points to, without a Markdown extension, ``/index`` or a
@@ -9,13 +9,13 @@ written before its target was indexed resolves as soon as the target is, with no
 bookkeeping at write time, and a link to nothing stays listed with ``path`` null.
 A wikilink resolves as Obsidian resolves it: to the note whose path ends with its name.
 
-The rows of a document are written in the document's own transaction (``Store``), so a
-kill leaves a document's links exactly as old or as new as its chunks.
+A backend writes a document's links in the document's own transaction, so a kill leaves
+them exactly as old or as new as its chunks; the SQLite store's table and SQL are in
+``groove_core.sqlite.link_table``.
 """
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from bisect import bisect_right
@@ -24,37 +24,18 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-from groove_core.rows import Backlink, OutgoingLink
+from groove_core.rows import OutgoingLink
 
 __all__ = [
-    "LINKS_SCHEMA",
     "MAX_LINKS_PER_DOCUMENT",
     "RawLink",
-    "backlinks",
-    "delete_rows",
     "extract_links",
-    "insert_rows",
-    "migrate_add_links_table",
-    "outgoing",
     "resolved",
 ]
 
 #: Links recorded per document; more are dropped (a generated index page can hold
 #: thousands, and every one costs a row).
 MAX_LINKS_PER_DOCUMENT = 2_000
-
-LINKS_SCHEMA = """
-CREATE TABLE IF NOT EXISTS links (
-    doc_id INTEGER NOT NULL REFERENCES documents(id) ON DELETE CASCADE,
-    ordinal INTEGER NOT NULL,
-    kind TEXT NOT NULL,
-    target TEXT NOT NULL,
-    key TEXT NOT NULL,
-    line INTEGER NOT NULL,
-    PRIMARY KEY (doc_id, ordinal)
-);
-CREATE INDEX IF NOT EXISTS links_key ON links(key);
-"""
 
 
 @dataclass(frozen=True)
@@ -157,28 +138,6 @@ def wiki_keys(path: str) -> list[str]:
     return ["/".join(parts[i:]) for i in range(len(parts))]
 
 
-# -- SQL, all of it for links ---------------------------------------------------------------
-
-
-def insert_rows(conn: Any, doc_id: int, path: str, links: Sequence[RawLink]) -> None:
-    conn.executemany(
-        "INSERT INTO links(doc_id, ordinal, kind, target, key, line) VALUES (?, ?, ?, ?, ?, ?)",
-        [
-            (doc_id, n, link.kind, link.target, link_key(path, link.kind, link.target), link.line)
-            for n, link in enumerate(links)
-        ],
-    )
-
-
-def delete_rows(conn: Any, doc_id: int) -> None:
-    conn.execute("DELETE FROM links WHERE doc_id = ?", (doc_id,))
-
-
-def _resolver(conn: Any) -> tuple[dict[str, str], dict[str, str]]:
-    """:func:`resolver` over the documents of a SQLite index."""
-    return resolver(str(r[0]) for r in conn.execute("SELECT path FROM documents"))
-
-
 def resolver(paths: Iterable[str]) -> tuple[dict[str, str], dict[str, str]]:
     """(Markdown key -> path, wikilink key -> path) over the indexed documents ``paths``;
     when two documents share a key the shorter path wins, as Obsidian prefers the nearer
@@ -196,20 +155,6 @@ def _nearer(path: str) -> tuple[int, str]:
     return path.count("/"), path
 
 
-def outgoing(conn: Any, doc_id: int, limit: int) -> tuple[list[OutgoingLink], int]:
-    """(the first ``limit`` links of a document in file order, how many it has)."""
-    total = int(
-        conn.execute("SELECT count(*) FROM links WHERE doc_id = ?", (doc_id,)).fetchone()[0]
-    )
-    rows = conn.execute(
-        "SELECT kind, target, key, line FROM links WHERE doc_id = ? ORDER BY ordinal LIMIT ?",
-        (doc_id, limit),
-    ).fetchall()
-    if not rows:
-        return [], total
-    return resolved(rows, *_resolver(conn)), total
-
-
 def resolved(
     rows: Iterable[Sequence[Any]], markdown: dict[str, str], wiki: dict[str, str]
 ) -> list[OutgoingLink]:
@@ -224,39 +169,3 @@ def resolved(
         )
         for kind, target, key, line in rows
     ]
-
-
-_BACKLINKS_WHERE = (
-    "FROM links l JOIN documents d ON d.id = l.doc_id "
-    "WHERE (l.kind = 'link' AND l.key = ?) "
-    "OR (l.kind != 'link' AND l.key IN (SELECT value FROM json_each(?)))"
-)
-
-
-def backlinks(conn: Any, path: str, limit: int) -> tuple[list[Backlink], int]:
-    """(the first ``limit`` links into ``path`` from other documents, how many there are).
-
-    A wikilink counts only where it resolves to ``path``: ``[[idea]]`` is a backlink of the
-    nearest ``idea.md``, not of every note so named.
-    """
-    keys = json.dumps(wiki_keys(path))
-    rows = conn.execute(
-        f"SELECT d.path, l.kind, l.target, l.key, l.line {_BACKLINKS_WHERE} "
-        "AND d.path != ? ORDER BY d.path, l.ordinal",
-        (source_key(path), keys, path),
-    )
-    _, wiki = _resolver(conn)
-    found = [
-        Backlink(path=str(src), kind=str(kind), target=str(target), line=int(line))
-        for src, kind, target, key, line in rows
-        if kind == "link" or wiki.get(str(key)) == path
-    ]
-    return found[:limit], len(found)
-
-
-def migrate_add_links_table(conn: Any) -> None:
-    """Schema 2 -> 3: the links table. It starts empty: the links of documents indexed
-    before appear when those files are next indexed (``groove index --rebuild`` for all)."""
-    for statement in LINKS_SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)

@@ -1,9 +1,10 @@
-"""The word leg's segmentation and its SQL: short Japanese words found lexically.
+"""The word leg's segmentation: short Japanese words found lexically.
 
 The trigram leg cannot match a word under 3 characters, and most everyday Japanese words
-are one or two kanji (状態, 型, 部屋). This module writes a second FTS5 table, ``word_chunks``,
-whose text is already cut into tokens at script boundaries (ADR-0002 keeps morphological
-analysis out of the core):
+are one or two kanji (状態, 型, 部屋). This module cuts text into tokens at script
+boundaries (ADR-0002 keeps morphological analysis out of the core), which a backend
+indexes as a second lexical table (the SQLite store's ``word_chunks``,
+``groove_core.sqlite.word_table``):
 
 * a kanji or katakana run becomes its overlapping bigrams (``状態管理`` → ``状態 態管 管理``);
   a one-character run is a unigram (``型``);
@@ -16,20 +17,17 @@ analysis out of the core):
   stay in the table, so that a quoted phrase still matches them in place, and are left out
   of a query's plain words (:func:`query_terms`), where they would match almost every row.
 
-The tokens are joined with spaces and indexed by FTS5's ``unicode61`` tokenizer, which then
-only splits at those spaces. The table is contentless (schema 4): it keeps the index, not
-the text, so a row is deleted by handing FTS5 the same segmented text again, computed from
-the chunk (``delete_rows``); ``SEGMENTATION`` names this module's rules so that an index
-written by other rules is re-filled before a row is deleted (``groove_core.sqlite.store``).
-Because the tokens are final, the ``fts5vocab`` view of the table holds exactly the
-tokens a query produces, which gives the document frequencies that the lexical-coverage
-weighting rule needs (``groove_core.weighting``). Why a leg and not a lower trigram
-floor: ``docs/adr/0012-word-leg-and-weighted-fusion.md``.
+The tokens are joined with spaces (:func:`segment`) and indexed as they are: a term of
+the word leg is one token, or tokens side by side. ``SEGMENTATION`` names this module's
+rules, so that an index written by other rules is re-filled (a contentless table deletes
+a row by being handed the text it was written with). Because the tokens are final, the
+table's vocabulary holds exactly the tokens a query produces, which gives the document
+frequencies that the lexical-coverage weighting rule needs (``groove_core.weighting``).
+Why a leg and not a lower trigram floor: ``docs/adr/0012-word-leg-and-weighted-fusion.md``.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 import threading
@@ -42,16 +40,7 @@ __all__ = [
     "MAX_TERMS",
     "SEGMENTATION",
     "STOP_WORDS",
-    "WORD_SCHEMA",
-    "create_table",
-    "delete_rows",
-    "document_frequencies",
-    "fill",
-    "insert_row",
-    "migrate_add_word_table",
     "query_terms",
-    "row_ids",
-    "search",
     "segment",
     "tokens",
 ]
@@ -71,24 +60,6 @@ _HIRAGANA = "\u3041-\u309f"
 _RUNS = re.compile(
     rf"([{_KANJI}]+)|([{_KATAKANA}]+)|[{_HIRAGANA}]+|([^\W_{_KANJI}{_KATAKANA}{_HIRAGANA}]+)"
 )
-
-WORD_SCHEMA = """
-CREATE VIRTUAL TABLE IF NOT EXISTS word_chunks USING fts5(
-    heading, context, content, content = '', tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE IF NOT EXISTS word_vocab USING fts5vocab(word_chunks, 'row');
-"""
-
-_RANKED_SQL = (
-    "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
-    "WHERE word_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
-)
-_RANKED_FILTERED_SQL = (
-    "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
-    "WHERE word_chunks MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
-    "ORDER BY s, rowid LIMIT ?"
-)
-
 
 #: The English stop list published with the Snowball stemmer (snowballstem.org), without
 #: its contractions (the tokenizer splits at an apostrophe, so they never reach it). Lucene's
@@ -189,81 +160,6 @@ def _terms(parts: Sequence[tuple[str, bool]], *, drop_stop_words: bool) -> list[
     return terms
 
 
-# -- SQL, all of it for word_chunks --------------------------------------------------------
-
-
-def insert_row(conn: Any, chunk_id: int, heading: str, context: str, content: str) -> None:
-    """Index one chunk (already NFKC-normalised); called in the chunk's own transaction."""
-    conn.execute(
-        "INSERT INTO word_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-        (chunk_id, segment(heading), segment(context), segment(content)),
-    )
-
-
-def delete_rows(conn: Any, rows: Iterable[tuple[int, str, str, str]]) -> None:
-    """Delete these chunks' rows: (chunk id, heading, context, content), NFKC-normalised,
-    the text they were written with. A contentless table cannot look it up, and FTS5
-    removes exactly the tokens it is given (other text would damage the index)."""
-    conn.executemany(
-        "INSERT INTO word_chunks(word_chunks, rowid, heading, context, content) "
-        "VALUES ('delete', ?, ?, ?, ?)",
-        [(i, segment(h), segment(c), segment(t)) for i, h, c, t in rows],
-    )
-
-
-def row_ids(conn: Any) -> frozenset[int]:
-    """Every chunk id the table holds (for the doctor's consistency check)."""
-    return frozenset(int(r[0]) for r in conn.execute("SELECT rowid FROM word_chunks"))
-
-
-def search(
-    conn: Any,
-    expr: str,
-    weights: tuple[float, float, float],
-    limit: int,
-    allowed: frozenset[int] | None = None,
-) -> list[tuple[int, float]]:
-    """Ranked candidates: (chunk id, bm25) best first (bm25 is negative, smaller is better)."""
-    if allowed is None:
-        rows = conn.execute(_RANKED_SQL, (*weights, expr, limit))
-    else:
-        ids = json.dumps(sorted(allowed))
-        rows = conn.execute(_RANKED_FILTERED_SQL, (*weights, expr, ids, limit))
-    return [(int(r[0]), float(r[1])) for r in rows]
-
-
-def document_frequencies(conn: Any, terms: Sequence[str]) -> dict[str, int]:
-    """How many chunks contain each single-token term (phrases are left out)."""
-    single = [t for t in terms if " " not in t]
-    rows = conn.execute(
-        "SELECT term, doc FROM word_vocab WHERE term IN (SELECT value FROM json_each(?))",
-        (json.dumps(single, ensure_ascii=False),),
-    )
-    found = {str(r[0]): int(r[1]) for r in rows}
-    return {t: found.get(t, 0) for t in single}
-
-
 def idf(df: int, n: int) -> float:
     """bm25's IDF, floored at 0 (a term in more than half the chunks carries nothing)."""
     return max(0.0, math.log((n - df + 0.5) / (df + 0.5)))
-
-
-def create_table(conn: Any) -> None:
-    for statement in WORD_SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-
-
-def fill(conn: Any, rows: Iterable[tuple[int, str, str, str]]) -> None:
-    """Write the rows of these chunks (id, heading, context, content; NFKC-normalised)."""
-    conn.executemany(
-        "INSERT INTO word_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-        [(i, segment(h), segment(c), segment(t)) for i, h, c, t in rows],
-    )
-
-
-def migrate_add_word_table(conn: Any) -> None:
-    """Schema 1 → 2: create the word table. Schema 4 makes it contentless and fills it from
-    the chunks already indexed (``groove_core.sqlite.store``), so an upgrade needs no
-    re-embedding."""
-    create_table(conn)

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
-from groove_core import words
 from groove_core.query import normalize
 from groove_core.sqlite import store as store_module
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import (
     FTS_IDS_SQL,
     FTS_RANKED_SQL,
@@ -99,7 +99,7 @@ def _make_schema_3(index: Path) -> None:
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
             (chunk_id, heading, context, content),
         )
-        words.insert_row(conn, chunk_id, heading, context, content)
+        word_table.insert_row(conn, chunk_id, heading, context, content)
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LEXICAL_RULES_KEY, VECTORS_VERSION_KEY))
     conn.execute("COMMIT")
@@ -181,14 +181,15 @@ import sys, time
 from pathlib import Path
 from groove_core.sqlite import store as store_module
 from groove_core import words
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import Store
 
-fill = words.fill
+fill = word_table.fill
 def slow(conn, rows):
     fill(conn, rows)
     Path(sys.argv[2]).write_text("filling")
     time.sleep(120)
-words.fill = slow
+word_table.fill = slow
 Store.create(Path(sys.argv[1]))
 """
 
@@ -238,7 +239,7 @@ def test_rows_written_under_other_rules_are_rewritten_before_a_delete(tmp_path: 
         store.conn.executemany(
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", upper
         )
-        words.fill(store.conn, upper)
+        word_table.fill(store.conn, upper)
         store.set_meta(LEXICAL_RULES_KEY, "unicode 0.0; words 0")
     (kb / "notes/n03.md").write_text("# Changed\n\nnew text\n")
     (kb / "notes/n04.md").unlink()
@@ -259,7 +260,7 @@ def test_doctor_repairs_contentless_tables(tmp_path: Path, damage: str) -> None:
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (9999, 'x', 'y', 'z')"
         )
     elif damage == "word_orphan":
-        words.fill(conn, [(9999, "x", "y", "z")])
+        word_table.fill(conn, [(9999, "x", "y", "z")])
     else:
         victim, heading, context, content = conn.execute(
             "SELECT id, heading, context, content FROM chunks LIMIT 1"

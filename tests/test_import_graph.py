@@ -194,6 +194,35 @@ def test_only_the_sqlite_wing_imports_it() -> None:
     assert not strays, f"modules outside {SQLITE_WING} import it: {strays}"
 
 
+#: What speaking SQLite takes: its drivers, and FTS5 statements.
+SQLITE_MODULES = {"sqlite3", "pysqlite3", "sqlite_vec"}
+FTS5_MARKS = ("fts5", " MATCH ?")
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_sqlite_wing_speaks_sqlite() -> None:
+    speakers = sorted(
+        name
+        for name, path in _modules().items()
+        if not _in(name, SQLITE_WING)
+        and (
+            _top_level_imports(path) & SQLITE_MODULES
+            or any(mark in path.read_text(encoding="utf-8") for mark in FTS5_MARKS)
+        )
+    )
+    assert not speakers, f"modules outside {SQLITE_WING} speak SQLite or FTS5: {speakers}"
+
+
 def test_the_postgres_plugin_builds_on_the_contract_alone() -> None:
     known = set(_modules())
     modules = sorted(POSTGRES.glob("*.py"))

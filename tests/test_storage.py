@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from groove_core import words
 from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import Store
 from groove_core.storage import SearchStore
 from groove_core.testing import make_kb, open_kb
@@ -72,7 +72,7 @@ def test_word_search_is_the_word_legs_query(tmp_path: Path) -> None:
     app = open_kb(make_kb(tmp_path / "kb", NOTES))
     weights = (1.0, 1.0, 1.0)
     found = app.store.word_search(["zephyr"], weights, 10)
-    assert found == words.search(app.store.conn, '"zephyr"', weights, 10)
+    assert found == word_table.search(app.store.conn, '"zephyr"', weights, 10)
     assert len(found) == 2
     only = frozenset({found[1][0]})
     assert [cid for cid, _ in app.store.word_search(["zephyr"], weights, 10, only)] == [found[1][0]]

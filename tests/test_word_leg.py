@@ -14,6 +14,7 @@ from groove_core.config import parse_config
 from groove_core.fusion import rrf
 from groove_core.models import LegHit, LegKind, LegResult
 from groove_core.query import normalize
+from groove_core.sqlite import word_table
 from groove_core.sqlite.store import (
     LEXICAL_RULES_KEY,
     SCHEMA_VERSION,
@@ -158,17 +159,19 @@ def test_table_is_written_deleted_and_checked_by_doctor(kb: Path) -> None:
     app = open_kb(kb, entry_points=False)
     conn = app.store.conn
     chunks = {r[0] for r in conn.execute("SELECT id FROM chunks")}
-    assert words.row_ids(conn) == chunks
+    assert word_table.row_ids(conn) == chunks
     (kb / "types.md").unlink()
     app.index()
     conn = app.store.conn
     chunks = {r[0] for r in conn.execute("SELECT id FROM chunks")}
-    assert words.row_ids(conn) == chunks
+    assert word_table.row_ids(conn) == chunks
     victim = min(chunks)
     heading, context, content = conn.execute(
         "SELECT heading, context, content FROM chunks WHERE id = ?", (victim,)
     ).fetchone()
-    words.delete_rows(conn, [(victim, normalize(heading), normalize(context), normalize(content))])
+    word_table.delete_rows(
+        conn, [(victim, normalize(heading), normalize(context), normalize(content))]
+    )
     found = check_consistency(app.store)
     assert found.chunks_without_word == {victim} and not found.ok
     app.close()
@@ -190,9 +193,9 @@ def test_schema_1_index_migrates_in_place(kb: Path) -> None:
     store = Store.create(app.index_file)
     assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     chunks = {r[0] for r in store.conn.execute("SELECT id FROM chunks")}
-    assert words.row_ids(store.conn) == chunks
+    assert word_table.row_ids(store.conn) == chunks
     assert check_consistency(store).ok
-    df = words.document_frequencies(store.conn, ["部屋", "状態", "無い"])
+    df = word_table.document_frequencies(store.conn, ["部屋", "状態", "無い"])
     assert df == {"部屋": 1, "状態": 1, "無い": 0}
     store.close()
 
@@ -220,7 +223,7 @@ def test_an_index_under_the_plural_only_rules_is_refilled_on_open(tmp_path: Path
         app.store.set_meta(
             LEXICAL_RULES_KEY, lexical_rules().replace(f"words {words.SEGMENTATION}", "words 1")
         )
-    assert not words.search(conn, '"run"', (2.0, 1.0, 1.0), 10)
+    assert not word_table.search(conn, '"run"', (2.0, 1.0, 1.0), 10)
     app.close()
 
     app = open_kb(kb, entry_points=False, index=False)

@@ -4,8 +4,8 @@ Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``f
 (FTS5 trigram over heading / context / content, rowid = chunk id; contentless since schema
 4, see ``FTS_SCHEMA``), ``vec_chunks`` (vec0,
 L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
-tokens, rowid = chunk id; its schema and SQL live in ``groove_core.words``) and ``links``
-(links between notes, in ``groove_core.links``). Every file is
+tokens, rowid = chunk id; its schema and SQL live in ``word_table``) and ``links``
+(links between notes, in ``link_table``). Every file is
 replaced in one transaction, so a crash or a kill leaves each document either fully old or
 fully new; WAL lets searches run while an index run writes.
 """
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from groove_core import links, words
+from groove_core import words
 from groove_core.query import match_expression, normalize
 from groove_core.rows import (
     ChunkRow,
@@ -38,6 +38,7 @@ from groove_core.rows import (
     chunk_row,
     document_chunk_row,
 )
+from groove_core.sqlite import link_table, word_table
 from groove_core.storage import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,
@@ -105,8 +106,8 @@ CREATE TABLE IF NOT EXISTS chunks (
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 """
     + FTS_SCHEMA
-    + words.WORD_SCHEMA
-    + links.LINKS_SCHEMA
+    + word_table.WORD_SCHEMA
+    + link_table.LINKS_SCHEMA
 )
 
 #: Ranked lexical leg. bm25() is negative, smaller is better.
@@ -316,7 +317,7 @@ def insert_lexical_rows(conn: Any, rows: Sequence[LexicalRow]) -> None:
     conn.executemany(
         "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", rows
     )
-    words.fill(conn, rows)
+    word_table.fill(conn, rows)
 
 
 def delete_lexical_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
@@ -340,7 +341,7 @@ def delete_lexical_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
         "VALUES ('delete', ?, ?, ?, ?)",
         rows,
     )
-    words.delete_rows(conn, rows)
+    word_table.delete_rows(conn, rows)
 
 
 #: Chunks read per step when the lexical tables are filled from the chunks.
@@ -386,7 +387,7 @@ def migrate_contentless_lexical(conn: Any) -> None:
     for statement in FTS_SCHEMA.split(";"):
         if statement.strip():
             conn.execute(statement)
-    words.create_table(conn)
+    word_table.create_table(conn)
     refill_lexical(conn)
     _new_vectors_version(conn)
 
@@ -908,7 +909,7 @@ class Store:
                 for chunk in doc.chunks:
                     self._insert_chunk(doc_id, chunk, vectors[row])
                     row += 1
-                links.insert_rows(self.conn, doc_id, doc.path, doc.links)
+                link_table.insert_rows(self.conn, doc_id, doc.path, doc.links)
 
     def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray) -> None:
         cur = self.conn.execute(
@@ -962,7 +963,7 @@ class Store:
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
-        links.delete_rows(self.conn, int(row[0]))
+        link_table.delete_rows(self.conn, int(row[0]))
         self.conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", row)
         self.conn.execute("DELETE FROM documents WHERE id = ?", row)
 
@@ -1018,7 +1019,7 @@ class Store:
         """Ranked word-leg candidates: (chunk id, bm25) best first."""
         if not terms:
             return []
-        return words.search(self.conn, match_expression(terms, ()), weights, limit, allowed)
+        return word_table.search(self.conn, match_expression(terms, ()), weights, limit, allowed)
 
     def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
         """(chunks containing each single-token term, chunks in all) from the word table's
@@ -1027,7 +1028,7 @@ class Store:
         single = [t for t in dict.fromkeys(terms) if " " not in t]
         missing = [t for t in single if t not in self._word_df_cache]
         if missing:
-            self._word_df_cache.update(words.document_frequencies(self.conn, missing))
+            self._word_df_cache.update(word_table.document_frequencies(self.conn, missing))
         return {t: self._word_df_cache[t] for t in single}, self._row_count
 
     def _check_vocab_version(self) -> None:
@@ -1208,8 +1209,8 @@ class Store:
         if row is None:
             return None
         with self.snapshot():
-            out, out_total = links.outgoing(self.conn, int(row[0]), limit)
-            back, back_total = links.backlinks(self.conn, path, limit)
+            out, out_total = link_table.outgoing(self.conn, int(row[0]), limit)
+            back, back_total = link_table.backlinks(self.conn, path, limit)
         return Links(tuple(out), out_total, tuple(back), back_total)
 
     def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
@@ -1286,7 +1287,7 @@ def check_consistency(store: Store) -> Consistency:
             _fts_self_check(conn, table, problems, environment)
         chunks = _ids(conn, "SELECT id FROM chunks")
         fts = _ids(conn, "SELECT rowid FROM fts_chunks")
-        word = words.row_ids(conn)
+        word = word_table.row_ids(conn)
         vec = _ids(conn, "SELECT chunk_id FROM vec_chunks") if store.has_vectors() else empty
         homeless = _ids(
             conn, "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
@@ -1394,16 +1395,16 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
             "DELETE FROM chunks WHERE id = ?", [(i,) for i in found.chunks_without_doc]
         )
         for doc_id in found.link_orphans:
-            links.delete_rows(store.conn, doc_id)
+            link_table.delete_rows(store.conn, doc_id)
     return sorted(paths)
 
 
 #: version -> function that upgrades a connection from that version to the next one.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
     # 1 -> 2: the word leg's table, filled from the stored chunks (no re-embedding).
-    1: words.migrate_add_word_table,
+    1: word_table.migrate_add_word_table,
     # 2 -> 3: links between notes (filled as files are indexed again).
-    2: links.migrate_add_links_table,
+    2: link_table.migrate_add_links_table,
     # 3 -> 4: contentless trigram and word tables, filled again from the chunks.
     3: migrate_contentless_lexical,
 }
