@@ -46,6 +46,9 @@ MATCH_SAMPLE = 5
 #: Japanese technical notes carry a lot of Latin (code, names), so the bar is well under one
 #: half (docs/adr/0012).
 CJK_TEXT_SHARE = 0.2
+#: Coverage from which the word leg's top hit counts as an exact match of the query (all of
+#: its words; a hair under 1 for float sums).
+EXACT_COVERAGE = 0.999
 
 _CJK = re.compile(
     r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
@@ -93,11 +96,17 @@ class Features:
     terms_leg: str | None  # the lexical leg that reported the query's terms, if one ran
 
     @property
+    def exact(self) -> bool:
+        """The word leg's top hit holds all of the query's IDF mass: every word of it."""
+        return self.coverage is not None and self.coverage >= EXACT_COVERAGE
+
+    @property
     def cross_script(self) -> bool:
         return (
             self.query_script is not None
             and self.match_script is not None
             and self.query_script != self.match_script
+            and not self.exact
         )
 
 

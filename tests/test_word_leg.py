@@ -269,6 +269,43 @@ def test_rules_cross_script_and_coverage() -> None:
     assert leg_weights(Features(None, None, None, "word"), names, configured)["vector"][0] == 0.5
 
 
+def test_an_exact_match_in_another_script_keeps_its_lexical_legs(tmp_path: Path) -> None:
+    """A Latin identifier that occurs only inside Japanese notes is an exact match, not a
+    stray one: the lexical legs keep their weight and the note that holds it comes first."""
+    notes = {
+        "runbooks/deploy.md": "# デプロイ\n\n本番へは kubectl apply でマニフェストを反映する。\n",
+        **{f"notes/n{i}.md": f"# メモ{i}\n\n{body}\n" for i, body in enumerate(FILLER)},
+    }
+    kb = make_kb(tmp_path / "kb", notes, config=FAST_CONFIG)
+    app = open_kb(kb, entry_points=False)
+    response = app.search("kubectl")
+    assert response.results[0].path == "runbooks/deploy.md"
+    result = CliRunner().invoke(
+        build_cli(None), ["search", "--kb", str(kb), "kubectl", "--explain"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "vs matches" not in result.output
+    assert "leg word: 1 candidates  weight 1" in result.output
+    app.close()
+    # the same features, through the rule alone: a partial cover stays cross-script
+    fusion = parse_config({}).search.fusion
+    exact = leg_weights(Features("other", "ja", 1.0, True), ["fts", "word", "vector"], fusion)
+    assert exact["fts"][0] == exact["word"][0] == 1.0
+    partial = leg_weights(Features("other", "ja", 0.6, True), ["fts", "word"], fusion)
+    assert partial["word"][0] == fusion.cross_script_lexical
+
+
+FILLER = (
+    "クラスタの監視にはダッシュボードを使う。",
+    "障害が起きたら当番に電話する。",
+    "ログは七日間保存される。",
+    "証明書の更新は毎月一日に行う。",
+    "デプロイの前にレビューを受ける。",
+    "コンテナのイメージは社内レジストリに置く。",
+    "バックアップは夜間に取得する。",
+)
+
+
 def test_script_detection() -> None:
     assert query_script("Vue の computed とは") == "ja"
     assert query_script("how do computed properties work") == "other"
@@ -283,10 +320,11 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     assert "leg word (lexical): 1 candidates  weight 1" in result.output
     assert 'expr: "状態"' in result.output
     result = CliRunner().invoke(
-        build_cli(None), ["search", "--kb", str(kb), "computed", "--explain"]
+        build_cli(None), ["search", "--kb", str(kb), "computed values template", "--explain"]
     )
     assert result.exit_code == 0, result.output
-    # An English word found only inside Japanese text: a stray match, lexical legs left out.
+    # English words of which some occur inside Japanese text: a stray match, lexical legs
+    # left out.
     assert "query other vs matches ja: x0" in result.output
     result = CliRunner().invoke(
         build_cli(None), ["search", "--kb", str(kb), "state management pipelines", "--explain"]
