@@ -646,6 +646,8 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
     for info in infos:
         hooks = ", ".join(h.removeprefix("groove_") for h in info.hooks) or "-"
         last = f"hooks: {hooks}" + (f"  ({info.reason})" if info.reason else "")
+        if info.embedders:
+            last += f"  embedders: {', '.join(info.embedders)}"
         # Names and versions come from installed distributions' metadata: untrusted too.
         cells = [info.name, info.distribution, info.version, f"[{info.status_text}]", last]
         rows.append([printable(cell) for cell in cells])

