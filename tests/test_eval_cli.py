@@ -138,6 +138,8 @@ def test_ablation_rows_and_report(kb: Path, tmp_path: Path) -> None:
     assert variants[:3] == ["lexical only", "vector only", "hybrid (stage 1)"]
     lexical = payload["runs"][0]["fingerprint"]["plugins.enabled"]  # type: ignore[index]
     assert "vector" not in lexical and "fts" in lexical
+    vector = payload["runs"][1]["fingerprint"]["plugins.enabled"]  # type: ignore[index]
+    assert "vector" in vector and "fts" not in vector and "word" not in vector
     page = report.read_text()
     assert page.startswith("<!DOCTYPE html>") and "<svg" in page
     assert "<script" not in page and "http://" not in page.replace("http://www.w3.org", "")
