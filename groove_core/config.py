@@ -68,6 +68,14 @@ class FusionConfig(_Strict):
         "not) differs from that of what they matched (their top hits); 0 leaves them out, "
         "1.0 turns the rule off",
     )
+    cross_script_exact: float = Field(
+        1.0,
+        ge=0,
+        description="the least the cross-script rule multiplies the lexical legs by for an "
+        "exact match: the word leg's top hit holds every word of the query, at most 3 "
+        "chunks hold them, and the vector leg ranks it in its top 10 (e.g. an identifier "
+        "inside notes in another script)",
+    )
     coverage_threshold: float = Field(
         0.5,
         ge=0,

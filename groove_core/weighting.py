@@ -12,7 +12,15 @@ built-in one of its kind:
   only stray Latin words with them (code, product names), which match pages that are not
   the answer; the vector leg is the one that can bridge languages. The script is read from
   the matches, not from the corpus as a whole, so that in a bilingual knowledge base an
-  English question that matches English notes keeps its lexical legs.
+  English question that matches English notes keeps its lexical legs. An **exact match**
+  is never left out: when the top hit of the lexical leg reporting the query's terms (the
+  word leg) holds every word of the query, at most EXACT_MAX_HITS chunks match, and a vector
+  leg ranks that hit among its first VECTOR_AGREES (an identifier like ``kubectl`` found
+  only in a Japanese runbook), the factor is at least ``cross_script_exact`` (default 1:
+  the rule does not apply). All three conditions, because English page titles ("Glossary",
+  "Transition") occur verbatim inside Japanese pages that are not their answer: full
+  coverage alone cost the English-to-Japanese Vue set 0.17 nDCG@10, with the vector leg's
+  agreement still 0.04–0.07; with the rarity bound too, nothing (docs/eval.md).
 * **lexical coverage**: when the top hit of the lexical leg that reports the query's terms
   (``meta["terms"]``: the built-in word leg) contains at least ``coverage_threshold`` of
   the query's IDF mass (the rare words of the query, weighted by bm25's IDF), every vector
@@ -49,6 +57,12 @@ CJK_TEXT_SHARE = 0.2
 #: Coverage from which the word leg's top hit counts as an exact match of the query (all of
 #: its words; a hair under 1 for float sums).
 EXACT_COVERAGE = 0.999
+#: How near the vector leg must rank the word leg's top hit for an exact match to count:
+#: English page titles occur verbatim inside Japanese pages that are not their answer.
+VECTOR_AGREES = 10
+#: An exact match is a rare one: the query's words in at most this many chunks (an
+#: identifier in a runbook, not a common English word used in many Japanese pages).
+EXACT_MAX_HITS = 3
 
 _CJK = re.compile(
     r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
@@ -95,10 +109,21 @@ class Features:
     coverage: float | None  # share of the query's IDF mass in the terms leg's top hit
     terms_leg: str | None  # the lexical leg that reported the query's terms, if one ran
 
+    #: the terms leg's top hit is also among a vector leg's first VECTOR_AGREES hits
+    vector_agrees: bool = False
+    #: chunks the terms leg matched (up to its candidate count)
+    word_hits: int = 0
+
     @property
     def exact(self) -> bool:
-        """The word leg's top hit holds all of the query's IDF mass: every word of it."""
-        return self.coverage is not None and self.coverage >= EXACT_COVERAGE
+        """The word leg's top hit holds all of the query's IDF mass (every word of it), and
+        the vector leg finds it near the query too: an exact match, not a stray one."""
+        return (
+            self.coverage is not None
+            and self.coverage >= EXACT_COVERAGE
+            and self.vector_agrees
+            and 0 < self.word_hits <= EXACT_MAX_HITS
+        )
 
     @property
     def cross_script(self) -> bool:
@@ -106,7 +131,6 @@ class Features:
             self.query_script is not None
             and self.match_script is not None
             and self.query_script != self.match_script
-            and not self.exact
         )
 
 
@@ -149,11 +173,16 @@ def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
     terms = terms_leg(legs)
     if terms is None:
         return Features(None, None, None, None)
+    near = {
+        hit.chunk_id for leg in legs if leg.kind == "vector" for hit in leg.hits[:VECTOR_AGREES]
+    }
     return Features(
         query_script(ctx.query.embed_text),
         match_script(ctx.store, legs),
         _coverage(ctx.store, terms),
         terms.name,
+        bool(terms.hits) and terms.hits[0].chunk_id in near,
+        len(terms.hits),
     )
 
 
@@ -167,11 +196,15 @@ def leg_weights(
         weight = fusion.weights.get(name, 1.0)
         why: list[str] = []
         if found.terms_leg is not None:
-            if found.cross_script and kind == "lexical" and fusion.cross_script_lexical != 1:
-                weight *= fusion.cross_script_lexical
+            factor = fusion.cross_script_lexical
+            if found.cross_script and found.exact:
+                factor = max(factor, fusion.cross_script_exact)
+            if found.cross_script and kind == "lexical" and factor != 1:
+                weight *= factor
+                exact = ", exact match" if found.exact else ""
                 why.append(
-                    f"query {found.query_script} vs matches {found.match_script}: "
-                    f"x{fusion.cross_script_lexical:g}"
+                    f"query {found.query_script} vs matches {found.match_script}{exact}: "
+                    f"x{factor:g}"
                 )
             # A query in another script than its matches matched only stray words (code,
             # names): covering those is no evidence against the vector leg, the one leg

@@ -289,10 +289,17 @@ def test_an_exact_match_in_another_script_keeps_its_lexical_legs(tmp_path: Path)
     app.close()
     # the same features, through the rule alone: a partial cover stays cross-script
     fusion = parse_config({}).search.fusion
-    exact = leg_weights(Features("other", "ja", 1.0, True), ["fts", "word", "vector"], fusion)
-    assert exact["fts"][0] == exact["word"][0] == 1.0
-    partial = leg_weights(Features("other", "ja", 0.6, True), ["fts", "word"], fusion)
-    assert partial["word"][0] == fusion.cross_script_lexical
+    legs = ["fts", "word", "vector"]
+    exact = leg_weights(Features("other", "ja", 1.0, True, True, 1), legs, fusion)
+    assert exact["fts"][0] == exact["word"][0] == fusion.cross_script_exact == 1.0
+    # not exact: a partial cover, a word in many chunks (an English title used across
+    # Japanese pages), a hit the vector leg does not rank near the query
+    for stray in (
+        Features("other", "ja", 0.6, True, True, 1),
+        Features("other", "ja", 1.0, True, True, 12),
+        Features("other", "ja", 1.0, True, False, 1),
+    ):
+        assert leg_weights(stray, legs, fusion)["word"][0] == fusion.cross_script_lexical
 
 
 FILLER = (
