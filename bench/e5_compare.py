@@ -72,6 +72,8 @@ for _t in (0.7, 0.8, 0.9, 1.0):
             "search.fusion.weights": {"vector": _w},
         }
     VARIANTS[f"cov-t{_t:g}"] = {"search.fusion.coverage_threshold": _t}
+for _x in (0.0, 0.1, 0.25, 0.5, 1.0):
+    VARIANTS[f"exact{_x:g}"] = {"search.fusion.cross_script_exact": _x}
 VARIANTS["cov0.125+vec2"] = {
     "search.fusion.coverage_vector": 0.125,
     "search.fusion.weights": {"vector": 2.0},
