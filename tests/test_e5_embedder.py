@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from groove_core.app import Groove
 from groove_core.cli import build_cli
-from groove_core.config import EmbedderConfig
+from groove_core.config import EmbedderConfig, GrooveConfig, Settings
 from groove_core.embedding import (
     E5Small,
     EmbedderError,
@@ -20,7 +20,7 @@ from groove_core.embedding import (
     builtin_embedder_specs,
     known_prefixes,
 )
-from groove_core.store import EmbedderMismatchError
+from groove_core.storage import EmbedderMismatchError
 from groove_core.testing import make_kb
 
 E5 = '[embedder]\nname = "e5-small"\n'
@@ -88,7 +88,7 @@ def test_prefix_keys_are_refused_by_embedders_that_cannot_use_them() -> None:
     specs = {spec.name: spec for spec in builtin_embedder_specs()}
     for name in ("e5-small", "use-multilingual", "hashing", "model2vec"):
         with pytest.raises(EmbedderError, match="sentence-transformers' only"):
-            specs[name].factory(config)
+            specs[name].factory(config, Settings(GrooveConfig()))
 
 
 @pytest.mark.parametrize(

@@ -57,14 +57,24 @@ def test_a_plugin_leg_gets_its_configured_weight_and_the_lexical_rules(tmp_path:
     by_name = {leg.name: leg for leg in legs}
     assert by_name["titles"].kind == "lexical"
     assert by_name["titles"].meta["weight"] == 0.5
-    # An English query whose lexical matches are Japanese: the cross-script rule leaves out
-    # every lexical leg, the plugin's as the built-in ones, for the same stated reason.
+    # An English query whose lexical matches are Japanese: an exact match there (the one
+    # word, in one note) keeps every lexical leg, the plugin's as the built-in ones...
     _, legs, _ = app.search_explained("docker")
     by_name = {leg.name: leg for leg in legs}
     assert by_name["titles"].hits and by_name["fts"].hits
+    assert [by_name[n].meta["weight"] for n in ("titles", "fts", "word")] == [0.5, 1.0, 1.0]
+    app.close()
+    # ... and with exact matches left out too, the cross-script rule leaves out every lexical
+    # leg, the plugin's as the built-in ones, for the same stated reason.
+    strict = _kb(tmp_path / "strict", WEIGHTED + "[search.fusion]\ncross_script_exact = 0.0\n")
+    app = open_kb(strict)
+    _, legs, _ = app.search_explained("docker")
+    by_name = {leg.name: leg for leg in legs}
     for name in ("titles", "fts", "word"):
         assert by_name[name].meta["weight"] == 0.0
-        assert by_name[name].meta["weight_reasons"] == ("query other vs matches ja: x0",)
+        assert by_name[name].meta["weight_reasons"] == (
+            "query other vs matches ja, exact match: x0",
+        )
     assert by_name["vector"].meta["weight"] == 1.0
     app.close()
 

@@ -285,19 +285,19 @@ def test_an_exact_match_in_another_script_keeps_its_lexical_legs(tmp_path: Path)
     )
     assert result.exit_code == 0, result.output
     assert "vs matches" not in result.output
-    assert "leg word: 1 candidates  weight 1" in result.output
+    assert "leg word (lexical): 1 candidates  weight 1" in result.output
     app.close()
     # the same features, through the rule alone: a partial cover stays cross-script
     fusion = parse_config({}).search.fusion
-    legs = ["fts", "word", "vector"]
-    exact = leg_weights(Features("other", "ja", 1.0, True, True, 1), legs, fusion)
+    legs = {"fts": "lexical", "word": "lexical", "vector": "vector"}
+    exact = leg_weights(Features("other", "ja", 1.0, "word", True, 1), legs, fusion)
     assert exact["fts"][0] == exact["word"][0] == fusion.cross_script_exact == 1.0
     # not exact: a partial cover, a word in many chunks (an English title used across
     # Japanese pages), a hit the vector leg does not rank near the query
     for stray in (
-        Features("other", "ja", 0.6, True, True, 1),
-        Features("other", "ja", 1.0, True, True, 12),
-        Features("other", "ja", 1.0, True, False, 1),
+        Features("other", "ja", 0.6, "word", True, 1),
+        Features("other", "ja", 1.0, "word", True, 12),
+        Features("other", "ja", 1.0, "word", False, 1),
     ):
         assert leg_weights(stray, legs, fusion)["word"][0] == fusion.cross_script_lexical
 
