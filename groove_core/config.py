@@ -216,6 +216,11 @@ class IndexConfig(_Strict):
         "obsidian's in a vault or a note with [[wikilinks]]); auto and mdx also index *.mdx "
         "(re-index with --rebuild after changing it)",
     )
+    obsidian_comments: Literal["hide", "keep"] = Field(
+        "hide",
+        description="Obsidian %% comments %%: hide (neither indexed nor served, as Obsidian's "
+        "reading view hides them) or keep (re-index with --rebuild after changing it)",
+    )
 
     def indexed_extensions(self) -> tuple[str, ...]:
         """File name endings indexed and served, lower-cased: ``extensions``, plus ``.mdx``

@@ -27,7 +27,7 @@ import re
 from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Literal
 
 __all__ = ["DIALECTS", "Dialect", "Markup", "Masked", "clean", "markup_for", "tidy"]
@@ -43,27 +43,54 @@ class Markup:
 
     clean: bool
     inline_tags: bool
+    #: ``%% comments %%`` are the writer's own notes, hidden in Obsidian's reading view:
+    #: blanked (neither indexed nor served) unless ``[index] obsidian_comments = "keep"``.
+    comments: bool = False
 
 
 COMMONMARK = Markup(clean=False, inline_tags=False)
 DOCS = Markup(clean=True, inline_tags=False)
-OBSIDIAN = Markup(clean=True, inline_tags=True)
+OBSIDIAN = Markup(clean=True, inline_tags=True, comments=True)
+OBSIDIAN_KEEP_COMMENTS = Markup(clean=True, inline_tags=True)
+
+#: How far up from a KB's folder an ``.obsidian/`` folder is looked for: a KB is often one
+#: folder of a vault, and its notes are still Obsidian notes.
+VAULT_SEARCH_DEPTH = 32
 
 # An Obsidian note is told by its links: `[[...]]` is literal text in every other dialect.
 _WIKILINK_HINT = re.compile(r"!?\[\[[^\[\]\n]+\]\]")
 
 
-def markup_for(dialect: str, rel: str, text: str, vault: bool) -> Markup:
-    """The cleaning for the file ``rel``: ``auto`` treats a KB with an ``.obsidian/`` folder,
-    or a note using wikilinks, as Obsidian, and everything else (``.mdx`` included) as MDX and
-    doc-site Markdown, whose markup is unambiguous outside code."""
+def markup_for(
+    dialect: str, rel: str, text: str, vault: bool, keep_comments: bool = False
+) -> Markup:
+    """The cleaning for the file ``rel``: ``auto`` treats a KB inside an Obsidian vault (an
+    ``.obsidian/`` folder in it or above it), or a note using wikilinks, as Obsidian, and
+    everything else (``.mdx`` included) as MDX and doc-site Markdown, whose markup is
+    unambiguous outside code."""
+    obsidian = OBSIDIAN_KEEP_COMMENTS if keep_comments else OBSIDIAN
     if dialect == "commonmark":
         return COMMONMARK
     if dialect == "obsidian":
-        return OBSIDIAN
+        return obsidian
     if dialect == "mdx" or PurePosixPath(rel).suffix.lower() == ".mdx":
         return DOCS
-    return OBSIDIAN if vault or _WIKILINK_HINT.search(text) else DOCS
+    return obsidian if vault or _WIKILINK_HINT.search(text) else DOCS
+
+
+def in_vault(folder: Path) -> bool:
+    """Whether ``folder`` is an Obsidian vault or lies inside one: an ``.obsidian/`` folder
+    there or in a folder above it (at most :data:`VAULT_SEARCH_DEPTH` levels up)."""
+    here = folder.resolve()
+    for level, candidate in enumerate((here, *here.parents)):
+        if level > VAULT_SEARCH_DEPTH:
+            return False
+        try:
+            if (candidate / ".obsidian").is_dir():
+                return True
+        except OSError:  # a folder above that this user may not read
+            return False
+    return False
 
 
 @dataclass(frozen=True)
@@ -97,7 +124,14 @@ _HUGO = (re.compile(r"\{\{[<%]"), re.compile(r"[%>]\}\}"))  # Hugo shortcode
 _CONTAINER = re.compile(r"^[ \t]*(?:>[ \t]*)*(:{3,}[ \t]*[\w-]*)", re.MULTILINE)
 _CALLOUT = re.compile(r"^[ \t]*(?:>[ \t]*)+(\[![\w-]+\][+-]?)", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n]{1,500})\]\]")
-_INLINE_TAG = re.compile(r"(?<!\S)#([\w/-]*[^\W\d][\w/-]*)")
+# A tag starts a word: after white space, or right after Japanese punctuation
+# (``…参照。#進行中``), where no space is written. After a letter or digit (``page#part``,
+# ``C#``) or ``&`` (``&#123;``) a ``#`` is not a tag.
+_INLINE_TAG = re.compile(
+    r"(?:(?<=[\s\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])|^)#([\w/-]*[^\W\d][\w/-]*)",
+    re.MULTILINE,
+)
+_OBSIDIAN_COMMENT = (re.compile(r"%%"), re.compile(r"%%"))
 
 
 def clean(text: str, start: int, markup: Markup) -> Masked:
@@ -120,7 +154,17 @@ def clean(text: str, start: int, markup: Markup) -> Masked:
     for rule in (_CONTAINER, _CALLOUT):
         blanks += (m.span(1) for m in rule.finditer(text, start) if protected.clear(*m.span(1)))
     blanks += _wikilinks(text, start, protected)
-    tags = _inline_tags(text, start, protected) if markup.inline_tags else ()
+    comments: list[tuple[int, int]] = []
+    if markup.comments:
+        comments = [
+            span
+            for span in _delimited(text, start, *_OBSIDIAN_COMMENT, 20000)
+            if protected.clear(*span)
+        ]
+        blanks += comments
+    # a #tag inside a comment is not one (Obsidian does not list it either)
+    unread = _Protected(sorted(code + comments)) if comments else protected
+    tags = _inline_tags(text, start, unread) if markup.inline_tags else ()
     return Masked(_blank(text, blanks), tags, tuple(code))
 
 
@@ -354,7 +398,7 @@ def _tidy_line(raw: str, masked: str) -> str:
             continue
         j = _run_end(raw, masked, i)
         after = raw[j] if j < len(raw) else ""
-        if out and out[-1].isalnum() and after.isalnum():
+        if out and _glues(out[-1], after):
             out.append(" ")
         elif after and (after in _CLOSING_PUNCTUATION or after.isspace()):
             while out and out[-1] == " ":
@@ -366,6 +410,21 @@ def _tidy_line(raw: str, masked: str) -> str:
                     j += 1  # "::: tip Title" -> "Title", not " Title"
         i = j
     return "".join(out).rstrip()
+
+
+#: Kana, kanji and CJK punctuation: Japanese writes no space between words, so a link
+#: inside a sentence (``は[[保管庫]]内の``) must read ``は保管庫内の``, not ``は 保管庫 内の``.
+_NO_SPACE_SCRIPT = re.compile(
+    r"[\u3000-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]"
+)
+
+
+def _glues(before: str, after: str) -> bool:
+    """Whether removing markup between ``before`` and ``after`` would glue two words of a
+    space-separated script together."""
+    if not (before.isalnum() and after.isalnum()):
+        return False
+    return not (_NO_SPACE_SCRIPT.match(before) or _NO_SPACE_SCRIPT.match(after))
 
 
 def _run_end(raw: str, masked: str, i: int) -> int:

@@ -224,6 +224,7 @@ def allowed_chunk_ids(store: SearchStore, filters: SearchFilters) -> frozenset[i
         glob = compile_glob(filters.path)  # a malformed glob fails even on an empty index
         doc_ids = frozenset(d.doc_id for d in store.documents() if glob.matches(d.path))
     if filters.tags:
-        tagged = store.doc_ids_with_tags(filters.tags)
+        # "#scratch" as Obsidian writes it in a note names the tag "scratch"
+        tagged = store.doc_ids_with_tags([t.removeprefix("#") for t in filters.tags])
         doc_ids = tagged if doc_ids is None else doc_ids & tagged
     return store.chunk_ids_for_docs(doc_ids or ())

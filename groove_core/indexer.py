@@ -27,7 +27,7 @@ from groove_core.config import (
     IndexConfig,
     index_path,
 )
-from groove_core.dialects import markup_for
+from groove_core.dialects import in_vault, markup_for
 from groove_core.embedding import Embedder, checked_vectors, zero_rows
 from groove_core.files import file_kind, read_regular
 from groove_core.filters import GlobError, compile_glob, path_matches
@@ -295,7 +295,9 @@ def _new_document(
             max_tokens=index.max_chunk_tokens,
             cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
-            markup=markup_for(index.dialect, src.rel, text, vault),
+            markup=markup_for(
+                index.dialect, src.rel, text, vault, index.obsidian_comments == "keep"
+            ),
         )
     except TooManyChunks as err:
         raise ValueError(f"{err}: over index.max_chunks_per_file") from None
@@ -371,8 +373,9 @@ class Indexer:
         self._work_total = 0
         self._work_done = 0
         self._files = (0, 0)  # files visited, files found
-        # An Obsidian vault keeps its settings in .obsidian/ at its root (dialect "auto").
-        self._vault = (kb / ".obsidian").is_dir()
+        # An Obsidian vault keeps its settings in .obsidian/ at its root, which may be a
+        # folder above the KB's (dialect "auto").
+        self._vault = in_vault(kb)
 
     def run(self) -> IndexReport:
         started = time.perf_counter()

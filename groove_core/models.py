@@ -22,7 +22,8 @@ class SearchFilters:
     """Filters applied inside every candidate leg, so ``limit`` results still come back.
 
     ``path`` is a glob over the KB-relative POSIX path (``*`` does not cross ``/``, ``**``
-    does); ``tags`` requires every listed front-matter tag (case-insensitive).
+    does); ``tags`` requires every listed tag (case-insensitive; a leading ``#`` is dropped, and
+    a tag matches the tags nested under it: ``status`` matches ``status/active``).
     """
 
     path: str | None = None

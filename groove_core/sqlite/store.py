@@ -1192,12 +1192,17 @@ class Store:
         return frozenset(int(r[0]) for r in rows)
 
     def doc_ids_with_tags(self, tags: Sequence[str]) -> frozenset[int]:
-        """Documents carrying every one of ``tags`` (case-insensitive)."""
+        """Documents carrying every one of ``tags`` (case-insensitive), a tag or one nested
+        under it (``status`` is carried by a note tagged ``status/active``, as in Obsidian)."""
         result: frozenset[int] | None = None
         for tag in tags:
+            # "/" + 1 is "0": the range holds every "tag/..." and the NOCASE index serves it
             ids = frozenset(
                 int(r[0])
-                for r in self.conn.execute("SELECT doc_id FROM doc_tags WHERE tag = ?", (tag,))
+                for r in self.conn.execute(
+                    "SELECT doc_id FROM doc_tags WHERE tag = ? OR (tag > ? AND tag < ?)",
+                    (tag, f"{tag}/", f"{tag}0"),
+                )
             )
             result = ids if result is None else result & ids
         return result or frozenset()

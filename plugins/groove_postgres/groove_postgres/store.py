@@ -1529,17 +1529,21 @@ class PostgresStore:
         return frozenset(int(r[0]) for r in rows)
 
     def doc_ids_with_tags(self, tags: Sequence[str]) -> frozenset[int]:
-        """Documents carrying every one of ``tags`` (case-insensitive, as SQLite's NOCASE)."""
+        """Documents carrying every one of ``tags`` (case-insensitive, as SQLite's NOCASE),
+        a tag or one nested under it (``status`` is carried by ``status/active``)."""
         if not tags:
             return frozenset()
-        wanted = sorted({_ascii_lower(t) for t in tags})
+        result: frozenset[int] | None = None
         with self._conn() as conn:
-            rows = conn.execute(
-                f"SELECT doc_id FROM {self._s}.doc_tags WHERE kb = %s AND tag = ANY(%s) "
-                "GROUP BY doc_id HAVING count(*) = %s",
-                (self.kb_id, wanted, len(wanted)),
-            ).fetchall()
-        return frozenset(int(r[0]) for r in rows)
+            for tag in sorted({_ascii_lower(t) for t in tags}):
+                rows = conn.execute(
+                    f"SELECT DISTINCT doc_id FROM {self._s}.doc_tags WHERE kb = %s "
+                    "AND (tag = %s OR starts_with(tag, %s))",
+                    (self.kb_id, tag, f"{tag}/"),
+                ).fetchall()
+                ids = frozenset(int(r[0]) for r in rows)
+                result = ids if result is None else result & ids
+        return result or frozenset()
 
     def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
         """A document's links ``(kind, target, line)`` in file order, unresolved."""

@@ -1,0 +1,94 @@
+"""An Obsidian user's habits, through the CLI as they would type them.
+
+The fixture is a vault whose ``.obsidian/`` folder sits above the KB (one folder of the
+vault is indexed), with nested and Japanese tags, a ``%% comment %%``, wikilinks inside
+Japanese sentences, aliases, embeds and an attachment.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from groove_core.cli import build_cli
+from groove_core.testing import make_kb
+
+NOTES = {
+    "日誌.md": (
+        "# 作業日誌\n\nこれは[[保管庫]]内のノートです。詳細は参照。#進行中\n\n"
+        "%% 下書きの秘密 draftsecret %%\n\n公開する本文。\n"
+    ),
+    # no wikilink in it: only the vault above says this is an Obsidian note
+    "status.md": "# Status board\n\nThe release train is on time. #status/active #scratch\n",
+    "保管庫.md": "# 保管庫\n\n保管庫はノートを置くフォルダである。\n",
+}
+
+
+def _run(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(build_cli(None), list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.fixture
+def vault_kb(tmp_path: Path) -> Path:
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    kb = make_kb(vault / "Notes", NOTES)
+    code, out = _run("index", str(kb))
+    assert code == 0, out
+    return kb
+
+
+def _paths(kb: Path, query: str, *options: str) -> list[str]:
+    code, out = _run("search", query, "--kb", str(kb), "--json", *options)
+    assert code == 0, out
+    return [hit["path"] for hit in json.loads(out)["results"]]
+
+
+def test_a_kb_inside_a_vault_reads_inline_tags(vault_kb: Path) -> None:
+    # .obsidian/ is one folder up: the note without wikilinks is still an Obsidian note
+    assert _paths(vault_kb, "release train", "--tag", "status/active") == ["status.md"]
+
+
+def test_a_tag_after_japanese_punctuation_is_a_tag(vault_kb: Path) -> None:
+    assert _paths(vault_kb, "公開する本文", "--tag", "進行中") == ["日誌.md"]
+
+
+def test_a_tag_matches_the_tags_nested_under_it_and_takes_a_hash(vault_kb: Path) -> None:
+    assert _paths(vault_kb, "release train", "--tag", "status") == ["status.md"]
+    assert _paths(vault_kb, "release train", "--tag", "#scratch") == ["status.md"]
+    # a prefix of a tag's name is not the tag
+    assert _paths(vault_kb, "release train", "--tag", "stat") == []
+
+
+def _served(kb: Path, query: str) -> str:
+    code, out = _run("search", query, "--kb", str(kb), "--json", "--full")
+    assert code == 0, out
+    return json.dumps(json.loads(out)["results"], ensure_ascii=False)
+
+
+def test_comments_are_neither_served_nor_searchable(vault_kb: Path) -> None:
+    for query in ("draftsecret", "公開する本文"):
+        served = _served(vault_kb, query)
+        assert "draftsecret" not in served and "下書きの秘密" not in served
+
+
+def test_comments_can_be_kept(tmp_path: Path) -> None:
+    vault = tmp_path / "vault"
+    (vault / ".obsidian").mkdir(parents=True)
+    kb = make_kb(vault / "Notes", NOTES)
+    config = kb / "groove.toml"
+    config.write_text(config.read_text() + '\n[index]\nobsidian_comments = "keep"\n')
+    code, out = _run("index", str(kb))
+    assert code == 0, out
+    assert _paths(kb, "draftsecret")[0] == "日誌.md"
+    assert "draftsecret" in _served(kb, "draftsecret")
+
+
+def test_links_inside_japanese_text_add_no_spaces(vault_kb: Path) -> None:
+    text = _served(vault_kb, "公開する本文")
+    assert "これは保管庫内のノートです" in text
+    assert "は 保管庫" not in text
