@@ -77,7 +77,7 @@ def test_human_output_history_and_delta(kb: Path) -> None:
     assert first.exit_code == 0, first.output
     assert "recall@1" in first.output and "first run on this golden file" in first.output
     assert "1 query rejected by the query language" in first.output
-    history = json.loads((kb / HISTORY_FILENAME).read_text())
+    history = json.loads((kb / ".groove" / HISTORY_FILENAME).read_text())
     assert len(history["runs"]) == 1
     assert history["runs"][0]["queries"][0] == "install"
 
@@ -89,21 +89,37 @@ def test_human_output_history_and_delta(kb: Path) -> None:
     delta = payload["runs"][0]["delta"]  # type: ignore[index]
     assert delta["fingerprint_differences"] == []  # same settings as the run before it
     assert set(delta["metrics"]["ndcg@10"]) >= {"mean", "p_value", "significant"}
-    assert len(json.loads((kb / HISTORY_FILENAME).read_text())["runs"]) == 3
+    assert len(json.loads((kb / ".groove" / HISTORY_FILENAME).read_text())["runs"]) == 3
 
 
 def test_corrupt_history_is_set_aside_with_a_warning(kb: Path) -> None:
-    (kb / HISTORY_FILENAME).write_text("{ not json")
+    (kb / ".groove" / HISTORY_FILENAME).write_text("{ not json")
     result = _eval(kb)
     assert result.exit_code == 0
     assert "corrupt" in result.output
-    assert (kb / (HISTORY_FILENAME + ".corrupt")).read_text() == "{ not json"
-    assert len(json.loads((kb / HISTORY_FILENAME).read_text())["runs"]) == 1
+    assert (kb / ".groove" / (HISTORY_FILENAME + ".corrupt")).read_text() == "{ not json"
+    assert len(json.loads((kb / ".groove" / HISTORY_FILENAME).read_text())["runs"]) == 1
+
+
+def test_history_lives_beside_the_index_not_among_the_notes(kb: Path) -> None:
+    legacy = kb / ".groove-eval-history.json"
+    first = _eval(kb)
+    assert first.exit_code == 0, first.output
+    assert not legacy.exists()
+    # a history an earlier groove left among the notes moves beside the index
+    moved = kb / ".groove" / HISTORY_FILENAME
+    legacy.write_bytes(moved.read_bytes())
+    moved.unlink()
+    second = _eval(kb)
+    assert second.exit_code == 0, second.output
+    assert "moved eval history" in second.output
+    assert not legacy.exists()
+    assert len(json.loads(moved.read_text())["runs"]) == 2
 
 
 def test_no_history_leaves_no_file(kb: Path) -> None:
     assert _eval(kb, "--no-history").exit_code == 0
-    assert not (kb / HISTORY_FILENAME).exists()
+    assert not (kb / ".groove" / HISTORY_FILENAME).exists()
 
 
 def test_per_query_jsonl_and_csv(kb: Path, tmp_path: Path) -> None:
@@ -188,5 +204,5 @@ def test_a_run_is_recorded_without_the_command_line(kb: Path) -> None:
     assert first.delta is None and unkept.delta is None
     assert second.delta is not None and not second.delta.differences
     assert second.summary["recall@10"].mean == first.summary["recall@10"].mean
-    assert len(load_history(kb / HISTORY_FILENAME, warnings.append)) == 2
+    assert len(load_history(kb / ".groove" / HISTORY_FILENAME, warnings.append)) == 2
     assert warnings == []

@@ -127,8 +127,8 @@ def eval_cmd(
 
     Reports recall@1/5/10, MRR@10, nDCG@10 and hit@10 with 95% bootstrap intervals,
     document-level (a document counts once, at its best chunk's rank). Each run is
-    recorded in <kb>/.groove-eval-history.json and compared with the previous run on the
-    same golden file. See docs/eval.md.
+    recorded beside the index (<kb>/.groove/eval-history.json) and compared with the
+    previous run on the same golden file. See docs/eval.md.
     """
     from groove_core.evaluation.history import record_run
     from groove_core.evaluation.metrics import DEFAULT_SEED

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groove_core.config import index_path
 from groove_core.evaluation.metrics import METRIC_NAMES, PairedComparison, paired_test
 
 if TYPE_CHECKING:
@@ -33,7 +34,10 @@ if TYPE_CHECKING:
     from groove_core.plugins import Plugins
     from groove_core.storage import IndexStore
 
-HISTORY_FILENAME = ".groove-eval-history.json"
+HISTORY_FILENAME = "eval-history.json"
+#: Where the history was kept before it moved beside the index: the KB's own folder, among
+#: the user's notes (a vault synchronised elsewhere carried it along).
+LEGACY_HISTORY_FILENAME = ".groove-eval-history.json"
 HISTORY_VERSION = 1
 #: Oldest runs are dropped past this many, so the file stays small enough to rewrite.
 MAX_RUNS = 500
@@ -146,8 +150,22 @@ def run_record(
     }
 
 
-def history_path(kb: Path) -> Path:
-    return kb / HISTORY_FILENAME
+def history_path(kb: Path, config: GrooveConfig, warn: Warn | None = None) -> Path:
+    """The KB's eval history: beside its index (``.groove/`` by default), not among the
+    notes. A history left in the KB's folder is moved there (with a warning)."""
+    path = index_path(kb, config).parent / HISTORY_FILENAME
+    legacy = kb / LEGACY_HISTORY_FILENAME
+    if legacy.is_file() and not path.exists():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(legacy, path)
+        except OSError as err:
+            if warn is not None:
+                warn(f"cannot move eval history {legacy} beside the index ({err})")
+            return legacy
+        if warn is not None:
+            warn(f"moved eval history {legacy.name} beside the index: {path}")
+    return path
 
 
 def load_history(path: Path, warn: Warn) -> list[dict[str, Any]]:
@@ -314,7 +332,7 @@ def record_run(
     )
     delta = None
     if keep:
-        runs = append_run(history_path(kb), record, warn)
+        runs = append_run(history_path(kb, variant.config, warn), record, warn)
         previous = previous_run(runs, record)
         if previous is not None:
             delta = compare(previous, record, seed=seed)
