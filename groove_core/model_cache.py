@@ -53,6 +53,9 @@ _PROBES = (
     "ｶﾀｶﾅ　と　ＡＢＣ１２３、絵文字🙂も",
 )
 _STALE_TMP_S = 3600.0  # a temporary folder this old was left by a killed build
+#: Caches of other installations kept beside the current one (see :func:`prune`).
+KEEP_OTHERS = 2
+MAX_IDLE_S = 14 * 24 * 3600.0
 
 
 class CacheError(Exception):
@@ -99,6 +102,7 @@ def load_use(root: Path | None = None) -> Any:
         return _load_from_package()
     try:
         model = restore(folder)
+        _mark_used(folder)
     except UnsafeCache as err:
         # Removing or rebuilding a folder someone else controls is not ours to do either.
         _warn(f"model cache not used ({err}); the model loads from its package")
@@ -114,7 +118,51 @@ def load_use(root: Path | None = None) -> Any:
         build(model, folder)
     except (OSError, CacheError) as err:
         _warn(f"model cache not written ({err}); the model loads from its package")
+    else:
+        prune(folder)
     return model
+
+
+def _mark_used(folder: Path) -> None:
+    """Stamp the folder's time: :func:`prune` tells the caches still in use by it."""
+    try:
+        os.utime(folder)
+    except OSError:  # a cache someone made read-only is still used, just never pruned
+        pass
+
+
+def prune(current: Path, keep: int = KEEP_OTHERS, max_idle_s: float = MAX_IDLE_S) -> list[Path]:
+    """Remove the caches of other installations of the model beside ``current``: those
+    unused for ``max_idle_s``, and all but the ``keep`` used most recently. Each new
+    virtualenv (another package path, so other file times) writes its own ~80 MB cache;
+    without this they pile up. Only this user's own folders of this module's naming are
+    touched. A removed cache that is still wanted costs one rebuild (about a second), never
+    an error: loading never depends on the cache. Returns what was removed."""
+    if not hasattr(os, "getuid"):
+        return []  # whose folder it is cannot be told here
+    now = time.time()
+    others: list[tuple[float, Path]] = []
+    try:
+        entries = list(current.parent.glob(f"{_PACKAGE}-*-f*-*"))
+    except OSError:
+        return []
+    for entry in entries:
+        if entry == current:
+            continue
+        try:
+            info = entry.lstat()
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            continue
+        others.append((info.st_mtime, entry))
+    others.sort(reverse=True)  # most recently used first
+    removed = []
+    for rank, (used, entry) in enumerate(others):
+        if rank >= keep or now - used > max_idle_s:
+            shutil.rmtree(entry, ignore_errors=True)
+            removed.append(entry)
+    return removed
 
 
 def _load_from_package() -> Any:

