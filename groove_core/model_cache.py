@@ -26,6 +26,7 @@ Why it can be trusted:
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import io
 import json
@@ -125,10 +126,9 @@ def load_use(root: Path | None = None) -> Any:
 
 def _mark_used(folder: Path) -> None:
     """Stamp the folder's time: :func:`prune` tells the caches still in use by it."""
-    try:
+    # a cache someone made read-only is still used, just never pruned
+    with contextlib.suppress(OSError):
         os.utime(folder)
-    except OSError:  # a cache someone made read-only is still used, just never pruned
-        pass
 
 
 def prune(current: Path, keep: int = KEEP_OTHERS, max_idle_s: float = MAX_IDLE_S) -> list[Path]:
