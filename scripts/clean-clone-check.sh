@@ -28,6 +28,12 @@ git checkout --quiet --detach "$commit"
 echo "clean-clone-check: $(git log -1 --format='%h %s') cloned into an empty folder"
 
 bash scripts/demo.sh
+# the demo's set-up is the light one: groove without torch
+if .venv/bin/python -c "import torch" 2>/dev/null; then
+    echo "clean-clone-check: the demo's light install pulled in torch" >&2
+    exit 1
+fi
+.venv/bin/python -m pip install --quiet --disable-pip-version-check pytest hypothesis
 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/pytest -q \
     tests/test_eval_golden.py tests/test_chunking.py
 

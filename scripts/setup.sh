@@ -2,6 +2,9 @@
 # Create .venv/ at the project root and install groove (core, plugins, the example
 # third-party plugin, dev tools) into it, as editable installs.
 #
+# --light installs groove alone (editable, no plugins, no dev tools, no torch): what the
+# demo needs, in seconds rather than minutes. A later full run adds the rest to the same venv.
+#
 # A .venv that no longer works (moved folder, another Python: scripts/venv-check.sh) is
 # removed and made again. pip's output (pages of build-backend warnings on editable
 # installs) goes to .venv/setup.log, shown only when the install fails; a few lines say
@@ -32,6 +35,11 @@ pip_install() {
 }
 
 pip_install --upgrade pip
+if [[ "${1:-}" == "--light" ]]; then
+    pip_install -e .
+    echo "setup: groove installed (editable, light: no plugins, dev tools or torch) in $VENV/"
+    exit 0
+fi
 packages=(-e ".[dev]")
 names=(groove-core)
 for plugin in plugins/*/ examples/*/; do
