@@ -287,7 +287,10 @@ def parse_markdown(
     title = _title(front_matter, sections, fallback_title)
     cost = _Cost(masked.text, cjk_char_tokens)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4, cost)
-    chunks = _chunks(sections, splitter, lines, title, cjk_char_tokens, text)
+    label = _label(title, front_matter)
+    chunks = _chunks(
+        sections, splitter, lines, label, cjk_char_tokens, text, _description(front_matter)
+    )
     if max_chunks is not None:
         chunks = islice(chunks, max_chunks + 1)
     built = tuple(chunks)
@@ -399,6 +402,40 @@ def _title(front_matter: Mapping[str, Any], sections: Sequence[_Section], fallba
         if section.level == 1 and section.heading:
             return section.heading
     return fallback
+
+
+#: Longest front-matter ``description`` kept in the first chunk's context, in characters: a
+#: page's summary, not a second body.
+MAX_DESCRIPTION_CHARS = 500
+#: Most ``aliases`` kept in every chunk's context (each at most 100 characters).
+MAX_ALIASES = 10
+
+
+def _label(title: str, front_matter: Mapping[str, Any]) -> str:
+    """The title with the note's front-matter ``aliases`` (Obsidian's other names for it):
+    they lead every chunk's context, so a search by another name finds the note by its words
+    as well as by its meaning."""
+    names: dict[str, None] = {}
+    for key in ("aliases", "alias"):
+        value = _key(front_matter, key)
+        items = [value] if isinstance(value, str) else value
+        if isinstance(items, list | tuple):
+            for item in items:
+                if isinstance(item, str | int | float):
+                    name = " ".join(str(item).split())[:100]
+                    if name and name != title:
+                        names.setdefault(name)
+    shown = list(names)[:MAX_ALIASES]
+    return f"{title} ({', '.join(shown)})" if shown else title
+
+
+def _description(front_matter: Mapping[str, Any]) -> str:
+    """Front-matter ``description`` (or ``summary``), folded to one line, or ``""``."""
+    for key in ("description", "summary"):
+        value = _key(front_matter, key)
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())[:MAX_DESCRIPTION_CHARS]
+    return ""
 
 
 def _tags(front_matter: Mapping[str, Any]) -> tuple[str, ...]:
@@ -534,9 +571,12 @@ def _chunks(
     title: str,
     cjk_char_tokens: float,
     original: str,
+    description: str = "",
 ) -> Iterator[Chunk]:
     """Split the kept sections, trim the pieces and turn them into chunks. ``lines`` is the
-    mask of ``original`` (or ``original`` itself); offsets are the same in both."""
+    mask of ``original`` (or ``original`` itself); offsets are the same in both. The first
+    chunk's context also carries the document's ``description``: what the page is about,
+    said once."""
     to_bytes = _ByteOffsets(original)
     ordinal = 0
     for section in _kept(sections, lines):
@@ -552,7 +592,7 @@ def _chunks(
                 heading=section.heading,
                 heading_path=section.heading_path,
                 level=section.level,
-                context=context,
+                context=f"{context}\n{description}" if description and not ordinal else context,
                 content=content,
                 token_count=estimate_tokens(content, cjk_char_tokens),
                 byte_start=to_bytes(start),

@@ -92,3 +92,24 @@ def test_links_inside_japanese_text_add_no_spaces(vault_kb: Path) -> None:
     text = _served(vault_kb, "公開する本文")
     assert "これは保管庫内のノートです" in text
     assert "は 保管庫" not in text
+
+
+def test_aliases_and_description_are_searchable_by_their_words(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "Zettelkasten.md": (
+                "---\naliases: [slip box, カード箱]\ndescription: A method of linked "
+                "index cards for thinking in writing.\n---\n# Zettelkasten\n\n"
+                "Each note holds one idea and links to others.\n"
+            ),
+            "Other.md": "# Other\n\nA page about gardening and tomatoes.\n",
+        },
+    )
+    code, out = _run("index", str(kb))
+    assert code == 0, out
+    for query in ("slip box", "カード箱", "index cards for thinking"):
+        code, out = _run("search", query, "--kb", str(kb), "--explain")
+        assert code == 0, out
+        assert "leg fts: 0 candidates" not in out, (query, out)
+        assert _paths(kb, query)[0] == "Zettelkasten.md", query
