@@ -136,18 +136,57 @@ def search_kbs(
         responses,
         [r[1] for r in runs],
         [kb.app.config.search.fusion.rrf_k for kb in kbs],
-    )[:wanted]
+    )
+    nested = overlaps(kbs)
+    if nested:
+        merged = _once_per_file(kbs, merged)
+    merged = merged[:wanted]
     return MultiKbResponse(
         results=tuple(
             KbHit(name, replace(hit, rank=rank)) for rank, (name, hit) in enumerate(merged, 1)
         ),
         low_confidence=all(r.low_confidence for r in responses),
         filter_applied=responses[0].filter_applied,
-        warnings=tuple(
-            f"{kb.name}: {w}" for kb, r in zip(kbs, responses, strict=True) for w in r.warnings
+        warnings=(
+            *(f"{kb.name}: {w}" for kb, r in zip(kbs, responses, strict=True) for w in r.warnings),
+            *nested,
         ),
         runs=tuple(KbRun(kb.name, *run) for kb, run in zip(kbs, runs, strict=True)),
     )
+
+
+def overlaps(kbs: Sequence[NamedKb]) -> list[str]:
+    """One warning per KB whose folder lies inside another's: their files are indexed in
+    both, and the outer one would otherwise answer for the inner one with its copies."""
+    folders = [kb.app.kb.resolve() for kb in kbs]
+    found = []
+    for outer, outer_folder in zip(kbs, folders, strict=True):
+        for inner, inner_folder in zip(kbs, folders, strict=True):
+            if inner is not outer and inner_folder.is_relative_to(outer_folder):
+                found.append(
+                    f"knowledge base {outer.name!r} ({outer_folder}) contains {inner.name!r} "
+                    f"({inner_folder}): a file indexed in both is listed once, from {inner.name!r}"
+                )
+    return found
+
+
+def _once_per_file(
+    kbs: Sequence[NamedKb], merged: list[tuple[str, SearchHit]]
+) -> list[tuple[str, SearchHit]]:
+    """``merged`` with each passage of a file listed once (by the file's real path and
+    lines), at its best rank, from the innermost KB that holds it: the more specific one,
+    under whose name a user knows it."""
+    folders = {kb.name: kb.app.kb.resolve() for kb in kbs}
+    slots: dict[tuple[Path, int, int], int] = {}
+    out: list[tuple[str, SearchHit]] = []
+    for name, hit in merged:
+        key = (folders[name] / hit.path, hit.line_start, hit.line_end)
+        if key not in slots:
+            slots[key] = len(out)
+            out.append((name, hit))
+        elif len(folders[name].parts) > len(folders[out[slots[key]][0]].parts):
+            out[slots[key]] = (name, hit)
+    return out
 
 
 def merge(

@@ -395,3 +395,22 @@ def test_cli_output_modes_work_across_kbs(two_kbs: tuple[Path, Path]) -> None:
         groove("search", "rank fusion", *both, "--json", "--min-score", str(cut)).output
     )["results"]
     assert kept and all(h["score"] >= cut for h in kept) and len(kept) < len(scored)
+
+
+def test_a_kb_inside_another_is_reported_and_its_files_listed_once(tmp_path: Path) -> None:
+    """A parent folder registered beside a KB inside it: the parent's index holds the child's
+    files too. Each passage is listed once, under the child's name, and the overlap is said."""
+    parent = make_kb(tmp_path / "vault", {"top.md": "# Top\n\nGardening with tomatoes.\n"})
+    child = make_kb(parent / "rust", {"rust.md": "# Rust\n\nRust ownership rules.\n"})
+    open_kb(child).close()
+    open_kb(parent).close()  # indexes child/rust.md as well
+    groove("kb", "add", "child", str(child))
+    groove("kb", "add", "parent", str(parent))
+    out = groove("search", "rust ownership rules", "--all", "--json")
+    assert out.exit_code == 0, out.output
+    payload = json.loads(out.output)
+    found = [(h["kb"], h["path"]) for h in payload["results"]]
+    assert ("child", "rust.md") in found
+    assert ("parent", "rust/rust.md") not in found
+    assert len(found) == len(set(found))
+    assert any("contains 'child'" in w for w in payload["warnings"])
