@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,31 +202,48 @@ def doctor_cmd(
 def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json: bool) -> None:
     """List the links PATH makes and the backlinks to it (Markdown links and wikilinks).
 
-    PATH is KB-relative, as search prints it. An outgoing link that resolves to no indexed
-    document is listed with '(unresolved)'.
+    PATH is KB-relative, as search prints it, or a note's name as a wikilink gives it. A link
+    to a file that is not a note (an image, a PDF) names the file as an attachment; one that
+    leads nowhere is listed with '(unresolved)'. Embeds (![[...]]) are marked.
     """
-    from groove_core.kb_files import DocumentError, resolve_markdown
+    from groove_core.get_cmd import CLI_MISSING, Target, by_name
+    from groove_core.kb_files import DocumentError, attachments, resolve_markdown
 
     app = _open(kb, config_path)
-    rel = resolve_markdown(app, path).rel
+    named = by_name(app, Target(path=path)).path or path
+    rel = resolve_markdown(app, named, missing=CLI_MISSING).rel
     found = app.store.links_of(rel, limit)
     if found is None:
         raise DocumentError(f"{rel!r} is not indexed yet: run 'groove index' first")
+    files = attachments(app, (link.target for link in found.outgoing if link.path is None))
     if as_json:
-        click.echo(dumps({"path": rel, **found.to_json()}))
+        payload = found.to_json()
+        for link in payload["outgoing"]:
+            link["attachment"] = files.get(link["target"])
+        click.echo(dumps({"path": rel, **payload}))
         return
-    _print_links("links from", rel, found.outgoing, found.outgoing_total)
+    _print_links("links from", rel, found.outgoing, found.outgoing_total, files)
     _print_links("backlinks to", rel, found.backlinks, found.backlinks_total)
 
 
 def _print_links(
-    label: str, rel: str, items: Sequence[OutgoingLink | Backlink], total: int
+    label: str,
+    rel: str,
+    items: Sequence[OutgoingLink | Backlink],
+    total: int,
+    files: Mapping[str, str] | None = None,
 ) -> None:
     click.echo(f"{label} {printable(rel)} ({total}):")
     for item in items:
         if isinstance(item, OutgoingLink):
-            where = item.path or "(unresolved)"
-            click.echo(f"  {printable(item.target)} -> {printable(where)}  line {item.line}")
+            if item.path is not None:
+                where = printable(item.path)
+            elif files and item.target in files:
+                where = f"{printable(files[item.target])} (attachment)"
+            else:
+                where = "(unresolved)"
+            mark = "embed " if item.kind == "embed" else ""
+            click.echo(f"  {mark}{printable(item.target)} -> {where}  line {item.line}")
         else:
             click.echo(f"  {printable(item.path)}:{item.line}  {printable(item.target)}")
     if total > len(items):

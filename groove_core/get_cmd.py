@@ -8,7 +8,7 @@ takes the whole text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 _CHUNK = re.compile(r"^(?:#|chunk:)(\d+)$")
 #: ``PATH:START``, ``PATH:START-END`` or ``PATH:START-`` (to the end of the file).
 _RANGE = re.compile(r"^(?P<path>.+?):(?P<start>\d+)(?:-(?P<end>\d+)?)?$")
+
+
+#: What a missing file's error suggests on the command line (MCP's names its own tool).
+CLI_MISSING = "give a path as search prints it, or a note's name ('groove get Canvas')"
 
 
 @dataclass(frozen=True)
@@ -97,7 +101,7 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
     from groove_core.app import Groove
 
     app = Groove.open(kb, config_path)
-    payload = read_target(app, parse_target(target, app.kb), neighbours)
+    payload = read_target(app, by_name(app, parse_target(target, app.kb)), neighbours)
     if as_json:
         click.echo(dumps(payload, sort_keys=True))
         return
@@ -114,6 +118,23 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
             err=True,
         )
     click.echo(printable_text(payload["content"]))
+
+
+def by_name(app: Groove, target: Target) -> Target:
+    """``target`` with a note's name (``Canvas.md``, ``Canvas``) read as the one indexed
+    document so named, as a wikilink finds it, when no file has that KB-relative path. Two
+    notes of that name are a DocumentError listing them."""
+    from groove_core.kb_files import DocumentError, notes_named
+
+    if target.path is None or (app.kb / target.path).is_file():
+        return target
+    found = notes_named(app, target.path)
+    if not found:
+        return target
+    if len(found) > 1 and found[0].count("/") == found[1].count("/"):
+        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise DocumentError(f"{target.path!r} names {len(found)} notes: {shown}; give its path")
+    return replace(target, path=found[0])
 
 
 def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
@@ -136,7 +157,7 @@ def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     else:
         assert target.path is not None
         path, first, last = target.path, target.start or 1, target.end
-    file = resolve_markdown(app, path)
+    file = resolve_markdown(app, path, missing=CLI_MISSING)
     lines = read_text(app, file).splitlines(keepends=True)
     first, last = check_range(first, max(len(lines), 1) if last is None else last, len(lines))
     indexed = indexed_document(app, file.rel) if app.backend.exists() else None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
@@ -73,8 +74,13 @@ def _refusal(app: Groove, rel: str, target: Path) -> str | None:
     return None if reason is None else f"{rel!r} is {reason}"
 
 
-def resolve_markdown(app: Groove, rel: str) -> KBFile:
-    """The Markdown file ``rel`` names inside the KB, or DocumentError saying why not."""
+#: What a missing file's error suggests to an MCP client.
+MCP_MISSING = "list_documents shows the files there are"
+
+
+def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KBFile:
+    """The Markdown file ``rel`` names inside the KB, or DocumentError saying why not
+    (``missing``: what the error for a file that is not there suggests)."""
     clean = _check_shape(rel)
     root = app.kb.resolve()
     target = (root / clean).resolve()
@@ -93,10 +99,63 @@ def resolve_markdown(app: Groove, rel: str) -> KBFile:
             f"{rel!r} is not a Markdown file: only {', '.join(extensions)} files can be read"
         )
     if not target.is_file():
-        raise DocumentError(
-            f"no file {rel!r} in the knowledge base; list_documents shows the files there are"
-        )
+        raise DocumentError(f"no file {rel!r} in the knowledge base; {missing}")
     return KBFile(resolved_rel, target)
+
+
+def notes_named(app: Groove, name: str) -> list[str]:
+    """The indexed documents ``name`` means as a wikilink does (``Canvas``, ``Canvas.md`` or
+    ``Help/Canvas``: a document whose path ends with it, any case), nearest first; empty
+    when the KB has no index or no such note."""
+    from groove_core.links import wiki_keys
+
+    key = wiki_keys(name.strip().removeprefix("./"))[0] if name.strip() else ""
+    if not key or not app.backend.exists():
+        return []
+    found = [d.path for d in app.store.documents() if key in wiki_keys(d.path)]
+    return sorted(found, key=lambda p: (p.count("/"), p))
+
+
+#: Entries an attachment lookup reads at most (one walk of the KB per ``groove links``).
+MAX_ATTACHMENT_WALK = 200_000
+
+
+def attachments(app: Groove, targets: Iterable[str]) -> dict[str, str]:
+    """Link target -> the KB-relative file it names, for targets that are files but not
+    notes (``Engelbart.jpg``, ``![[scan.pdf#page=2]]``): the file at that path in the KB,
+    else, as Obsidian finds an attachment, the file of that name nearest the KB's root.
+    Hidden folders and the index folder are not looked in."""
+    wanted: dict[str, list[str]] = {}
+    out: dict[str, str] = {}
+    root = app.kb.resolve()
+    for target in targets:
+        name = target.split("|", 1)[0].split("#", 1)[0].strip()
+        if not name or not PurePosixPath(name).suffix or ".." in PurePosixPath(name).parts:
+            continue
+        direct = root / name.removeprefix("/")
+        if direct.is_file() and direct.resolve().is_relative_to(root):
+            out[target] = direct.resolve().relative_to(root).as_posix()
+        else:
+            wanted.setdefault(PurePosixPath(name).name.lower(), []).append(target)
+    if not wanted:
+        return out
+    seen = 0
+    best: dict[str, str] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        seen += len(dirs) + len(files)
+        for file in files:
+            if file.lower() in wanted:
+                rel = (Path(folder) / file).relative_to(root).as_posix()
+                old = best.get(file.lower())
+                if old is None or (rel.count("/"), rel) < (old.count("/"), old):
+                    best[file.lower()] = rel
+        if seen > MAX_ATTACHMENT_WALK:
+            break
+    for name, targets_of in wanted.items():
+        if name in best:
+            out.update(dict.fromkeys(targets_of, best[name]))
+    return out
 
 
 def read_text(app: Groove, file: KBFile) -> str:

@@ -113,3 +113,50 @@ def test_aliases_and_description_are_searchable_by_their_words(tmp_path: Path) -
         assert code == 0, out
         assert "leg fts: 0 candidates" not in out, (query, out)
         assert _paths(kb, query)[0] == "Zettelkasten.md", query
+
+
+def test_get_finds_a_note_by_its_name_and_lists_an_ambiguous_one(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "Help/Canvas.md": "# Canvas\n\nAn infinite space.\n",
+            "a/Draft.md": "# Draft A\n",
+            "b/Draft.md": "# Draft B\n",
+        },
+    )
+    assert _run("index", str(kb))[0] == 0
+    for name in ("Canvas.md", "Canvas", "canvas"):
+        code, out = _run("get", name, "--kb", str(kb))
+        assert code == 0, out
+        assert out.startswith("Help/Canvas.md:1-3")
+    code, out = _run("get", "Draft", "--kb", str(kb))
+    assert code != 0
+    assert "'Draft' names 2 notes: a/Draft.md, b/Draft.md" in out
+    code, out = _run("get", "Nothing.md", "--kb", str(kb))
+    assert code != 0
+    assert "list_documents" not in out and "a note's name" in out
+
+
+def test_links_name_attachments_mark_embeds_and_take_a_note_name(tmp_path: Path) -> None:
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "Notes/Mouse.md": (
+                "# Mouse\n\n![[Engelbart.jpg]] shows [[Demo]]; ![[Demo]] again; [[Nowhere]].\n"
+            ),
+            "Notes/Demo.md": "# Demo\n\nThe mother of all demos.\n",
+            "Attachments/Engelbart.jpg": b"\xff\xd8\xff\xe0 not really a picture",
+        },
+    )
+    assert _run("index", str(kb))[0] == 0
+    code, out = _run("links", "Mouse", "--kb", str(kb))
+    assert code == 0, out
+    assert "embed Engelbart.jpg -> Attachments/Engelbart.jpg (attachment)" in out
+    assert "  Demo -> Notes/Demo.md" in out and "embed Demo -> Notes/Demo.md" in out
+    assert "Nowhere -> (unresolved)" in out
+    code, out = _run("links", "Notes/Mouse.md", "--kb", str(kb), "--json")
+    assert code == 0, out
+    outgoing = {link["target"]: link for link in json.loads(out)["outgoing"]}
+    assert outgoing["Engelbart.jpg"]["attachment"] == "Attachments/Engelbart.jpg"
+    assert outgoing["Engelbart.jpg"]["kind"] == "embed"
+    assert outgoing["Nowhere"]["attachment"] is None
