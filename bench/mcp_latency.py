@@ -114,7 +114,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=300)
     parser.add_argument("--limit", type=int, default=10)
     args = parser.parse_args()
-    from groove_core.frontend import configure_logging
+    from groove_core.cli.common import configure_logging
 
     configure_logging(
         "warning", server=True

@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from groove_core.errors import GrooveError
+
 CONFIG_FILENAME = "groove.toml"
 DEFAULT_INDEX_DIR = ".groove"
 INDEX_FILENAME = "index.sqlite"
@@ -38,7 +40,7 @@ MAX_CHUNKS_PER_FILE = 5000
 MAX_LIMIT = 200
 
 
-class ConfigError(Exception):
+class ConfigError(GrooveError):
     """A configuration problem a user can fix; the message names the file and the key."""
 
 
@@ -150,14 +152,13 @@ class EmbedderConfig(_Strict):
         None,
         ge=1,
         le=256,
-        description="older key: sets query_threads and index_threads together "
-        "(either one set beside it wins)",
+        description="sets query_threads and index_threads together (either one set beside it wins)",
     )
 
     @model_validator(mode="before")
     @classmethod
     def _threads_sets_both(cls, data: Any) -> Any:
-        # `threads = N` from before the split keeps its meaning: N for all embedding
+        # `threads = N`: N for every embedding, unless one of the two is set beside it
         if isinstance(data, dict) and type(data.get("threads")) is int:
             data = {"query_threads": data["threads"], "index_threads": data["threads"], **data}
         return data
@@ -430,7 +431,8 @@ def resolve_settings(
     """Validate every plugin section of ``config`` with the model its plugin declared.
 
     ``plugin_names`` are the plugins groove knows of, enabled or not: a ``[plugin.NAME]``
-    table of a disabled plugin is left alone, as it always was. Any other key that no
+    table of a disabled plugin is left alone, so that disabling a plugin never breaks the
+    config. Any other key that no
     section claims is an error, all of them named in one message; ``disabled`` (e.g.
     ``"dedupe (groove-dedupe)"``) names the plugins that did not load because of
     ``[plugins] disabled``, one of which may own the key.

@@ -11,13 +11,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from groove_core.errors import GrooveError
+
 if TYPE_CHECKING:
     import numpy as np
 
     from groove_core.config import EmbedderConfig, Settings
 
 
-class EmbedderError(Exception):
+class EmbedderError(GrooveError):
     """An embedder cannot be built or loaded; the message says what to install or fix."""
 
 

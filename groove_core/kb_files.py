@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from groove_core.errors import GrooveError
+
 if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.rows import ChunkRow, DocumentRow
@@ -34,7 +36,7 @@ MAX_LISTED_CHANGES = 50
 _WINDOWS_DRIVE = re.compile(r"^[A-Za-z]:")
 
 
-class DocumentError(Exception):
+class DocumentError(GrooveError):
     """A request for a file that must not or cannot be served; the message says why."""
 
 

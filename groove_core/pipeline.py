@@ -230,4 +230,4 @@ def unmatched_filter(ctx: QueryContext) -> str | None:
     return f"{UNMATCHED_FILTER} {' and '.join(named)}"
 
 
-__all__ = ["MAX_LIMIT", "QueryError", "Searcher", "hits_for", "low_confidence"]
+__all__ = ["QueryError", "Searcher", "hits_for", "low_confidence"]

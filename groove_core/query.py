@@ -17,6 +17,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
+from groove_core.errors import GrooveError
+
 __all__ = [
     "MAX_INPUT_CHARS",
     "MAX_PHRASES",
@@ -55,7 +57,7 @@ _QUOTE = '"'
 _EXCLUDE = "-"
 
 
-class QueryError(ValueError):
+class QueryError(GrooveError, ValueError):
     """A query that must not run (e.g. one made only of exclusions)."""
 
 

@@ -2,7 +2,7 @@
 
 Several steps of one search want the same chunks' rows: the fusion rules look at what the
 lexical legs matched (their scripts, the best hit's text), the pool becomes hits, and a
-plugin's stage may ask again. Each asked the store; a search now reads each row once, from
+plugin's stage may ask again. This wrapper reads each row once per search, from
 the snapshot the whole query reads (``Groove.search_explained``), so the rows cannot change
 between two readings.
 """

@@ -38,6 +38,8 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from groove_core.errors import GrooveError
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -51,7 +53,7 @@ INCOMPLETE_KEY = "incomplete_since"
 LAST_RUN_KEY = "last_run_ended"
 
 
-class StoreError(Exception):
+class StoreError(GrooveError):
     """The index cannot be used as it is; the message says how to recover."""
 
 

@@ -431,7 +431,7 @@ def _files(kb: Path) -> dict[str, str]:
 
 
 def _document(app: Groove, path: str) -> dict[str, Any]:
-    from groove_core.get_cmd import parse_target, read_target
+    from groove_core.cli.get import parse_target, read_target
 
     return read_target(app, parse_target(path, app.kb), 0)
 

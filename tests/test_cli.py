@@ -101,7 +101,7 @@ def test_unquoted_exclusions_and_dash_words_are_query_text(notes_kb: Path) -> No
 def test_logs_never_reach_stdout(notes_kb: Path) -> None:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
     code = (
-        "import structlog; from groove_core.frontend import configure_logging; "
+        "import structlog; from groove_core.cli.common import configure_logging; "
         "configure_logging(); structlog.get_logger().warning('to stderr')"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
@@ -134,7 +134,7 @@ def _assert_neutralised(text: str) -> None:
 
 
 def test_printable_shows_controls_and_bidi_as_escapes() -> None:
-    from groove_core.terminal import printable
+    from groove_core.cli.terminal import printable
 
     assert printable("a\x1b[2Jb") == "a\\x1b[2Jb"
     assert printable("\x00\t\n\x7f\x85\x9b") == "\\x00\\x09\\x0a\\x7f\\x85\\x9b"
@@ -143,7 +143,7 @@ def test_printable_shows_controls_and_bidi_as_escapes() -> None:
 
 
 def test_json_holds_no_raw_terminal_controls_and_decodes_to_the_same() -> None:
-    from groove_core.terminal import dumps
+    from groove_core.cli.terminal import dumps
 
     value = {"content": "x\x1b[2J\x7f\x9b\u202e\u2067 再"}
     text = dumps(value)
@@ -283,7 +283,7 @@ def test_options_values_and_text_after_double_dash_are_not_options(notes_kb: Pat
 
 
 def test_plugin_search_switches_are_known_options(notes_kb: Path) -> None:
-    from groove_core.cli import build_search_command
+    from groove_core.cli.main import build_search_command
     from groove_core.context import SearchOption
 
     class FakePlugins:

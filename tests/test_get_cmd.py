@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from groove_core.cli import build_cli
-from groove_core.get_cmd import Target, parse_target
+from groove_core.cli.get import Target, parse_target
 from groove_core.testing import make_kb, open_kb
 
 DOC = (

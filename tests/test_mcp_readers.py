@@ -193,7 +193,9 @@ def test_readers_must_be_positive(notes_kb: Path, readers: int) -> None:
         build_mcp_server(app, readers=readers)
 
 
-def test_serve_mirrors_the_reader_default() -> None:
-    from groove_core.mcp import serve, threads
+def test_serve_help_names_the_reader_default() -> None:
+    from groove_core.cli import serve
+    from groove_core.mcp.defaults import DEFAULT_READERS
 
-    assert serve.DEFAULT_READERS == threads.DEFAULT_READERS
+    option = next(p for p in serve.serve_cmd.params if p.name == "readers")
+    assert f"({DEFAULT_READERS} for SQLite" in (option.help or "")

@@ -375,7 +375,7 @@ def test_list_documents_truncates_a_page_to_the_budget(tmp_path: Path) -> None:
 
 
 def test_the_budget_has_a_floor_and_the_cli_agrees(notes_kb: Path) -> None:
-    from groove_core.mcp import serve
+    from groove_core.cli import serve
 
     with pytest.raises(ValueError, match="at least 2000"):
         build_mcp_server(open_kb(notes_kb), max_response_chars=500)

@@ -85,7 +85,7 @@ def test_a_quiet_search_does_not_import_structlog(tmp_path: Path) -> None:
 def test_deferred_logging_still_goes_to_stderr(tmp_path: Path) -> None:
     code = (
         "import sys\n"
-        "from groove_core.frontend import configure_logging\n"
+        "from groove_core.cli.common import configure_logging\n"
         "from groove_core.logs import get_logger\n"
         "configure_logging()\n"
         "assert 'structlog' not in sys.modules\n"

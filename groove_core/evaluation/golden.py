@@ -21,8 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from groove_core.errors import GrooveError
 
-class GoldenError(ValueError):
+
+class GoldenError(GrooveError, ValueError):
     """A golden file that cannot be used; the message names the file and the line."""
 
 

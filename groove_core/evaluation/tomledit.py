@@ -15,11 +15,13 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groove_core.errors import GrooveError
+
 if TYPE_CHECKING:
     from groove_core.evaluation.tune import TuneReport
 
 
-class TomlEditError(ValueError):
+class TomlEditError(GrooveError, ValueError):
     """The file cannot be edited safely; the message says what to do by hand."""
 
 

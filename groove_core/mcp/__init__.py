@@ -1,4 +1,4 @@
-"""groove over MCP: the server, its tools, and the ``groove serve`` command.
+"""groove over MCP: the server and its tools (the ``groove serve`` command is in the CLI).
 
 - :mod:`~groove_core.mcp.server`: :func:`~groove_core.mcp.server.build_mcp_server`, the
   built-in tools registered on an MCP server for one KB or several, plugin tools added.
@@ -8,8 +8,6 @@
 - :mod:`~groove_core.mcp.threads`: the worker pool, the shared embedder, plugin tools.
 - :mod:`~groove_core.mcp.tool_app`: what a plugin's tools may use (``groove_mcp_tools``).
 - :mod:`~groove_core.mcp.http`: the streamable HTTP transport and its guards.
-- :mod:`~groove_core.mcp.serve`: the ``groove serve`` command.
-
-Nothing is imported here: ``groove --help`` imports :mod:`~groove_core.mcp.serve`, which must
+Nothing is imported here: ``groove --help`` imports :mod:`groove_core.cli.serve`, which must
 not pull in the MCP SDK.
 """

@@ -15,7 +15,7 @@
 - **Host and Origin**: always checked (DNS rebinding), against loopback names, the bound
   address and whatever ``--allow-host``/``--allow-origin`` add; the MCP SDK alone turns the
   checks off for any address other than loopback. Both must be well formed first: the SDK
-  matches ``name:*`` by prefix, so ``127.0.0.1:80@evil.example`` passed as loopback.
+  matches ``name:*`` by prefix, so ``127.0.0.1:80@evil.example`` would pass as loopback.
 
 uvicorn and the MCP SDK are imported by the functions that need them: ``groove --help``
 imports this module's callers only.
@@ -126,7 +126,7 @@ class WellFormedHost:
     """Refuse a request whose Host (400) or Origin (403) header is not a plain host and port.
 
     The MCP SDK accepts ``name:*`` by prefix (``host.startswith("name:")``), so anything
-    after the colon passed: ``127.0.0.1:80@evil.example`` counted as loopback. Once the
+    after the colon would pass: ``127.0.0.1:80@evil.example`` would count as loopback. Once the
     value is known to be ``name[:digits]`` that prefix match is exact.
     """
 

@@ -15,13 +15,13 @@ import structlog
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from groove_core.config import MAX_LIMIT
 from groove_core.query import MAX_INPUT_CHARS
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.context import SearchOption
 
-MAX_LIMIT = 200
 MAX_LIST_LIMIT = 1_000
 MAX_NEIGHBOURS = 20
 #: Links listed per direction by related (and, at most, by get_document).

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
+from groove_core.mcp.defaults import DEFAULT_READERS
 from groove_core.mcp.schemas import kb_parameter
 
 if TYPE_CHECKING:
@@ -32,14 +33,6 @@ if TYPE_CHECKING:
     from groove_core.storage import SearchStore
 
 T = TypeVar("T")
-
-
-#: Worker threads of the server, each with its own index connection. SQLite releases the
-#: GIL while a statement runs and numpy while it multiplies, so on a 2-core machine a few
-#: searches really do run at once; more workers than that only queue inside the process.
-#: Two, not more, by default: each connection of an index over 5,000 chunks keeps its own
-#: in-memory vector matrix (about 216 MiB at 100k chunks), not yet shared between them.
-DEFAULT_READERS = 2
 
 
 class WorkerPool:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import click
 
-from groove_core.terminal import dumps, printable
+from groove_core.cli.common import handle_errors
+from groove_core.cli.terminal import dumps, printable
 
 
 @click.group("kb")
@@ -33,53 +34,44 @@ def _configured(folder: Path) -> tuple[str | None, str]:
     default=None,
     help="What it holds, in a sentence (default: [kb] description of its groove.toml).",
 )
+@handle_errors
 def kb_add(name: str, path: Path, description: str | None) -> None:
     """Register the knowledge base in folder PATH as NAME."""
-    from groove_core.frontend import handle_errors
     from groove_core.registry import add_kb
 
-    def add() -> None:
-        text = description if description is not None else _configured(path)[1]
-        entry = add_kb(name, path, text)
-        click.echo(f"registered {entry.name}: {printable(str(entry.path))}")
-
-    handle_errors(add)()
+    text = description if description is not None else _configured(path)[1]
+    entry = add_kb(name, path, text)
+    click.echo(f"registered {entry.name}: {printable(str(entry.path))}")
 
 
 @kb_group.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
+@handle_errors
 def kb_list(as_json: bool) -> None:
     """Every registered knowledge base: name, folder, whether indexed, description."""
-    from groove_core.frontend import handle_errors
     from groove_core.registry import has_index, load_registry, registry_path
 
-    def show() -> None:
-        entries = sorted(load_registry().values(), key=lambda e: e.name)
-        rows = [{**e.to_json(), "indexed": has_index(e.path)} for e in entries]
-        if as_json:
-            click.echo(dumps({"registry": str(registry_path()), "kbs": rows}))
-            return
-        if not rows:
-            click.echo("no knowledge base is registered (see 'groove kb add NAME PATH')")
-        for row in rows:
-            state = "" if row["indexed"] else "  (not indexed)"
-            line = f"{row['name']:<16} {row['path']}{state}"
-            click.echo(printable(line))
-            if description := str(row["description"]):
-                click.echo("    " + printable(description))
-
-    handle_errors(show)()
+    entries = sorted(load_registry().values(), key=lambda e: e.name)
+    rows = [{**e.to_json(), "indexed": has_index(e.path)} for e in entries]
+    if as_json:
+        click.echo(dumps({"registry": str(registry_path()), "kbs": rows}))
+        return
+    if not rows:
+        click.echo("no knowledge base is registered (see 'groove kb add NAME PATH')")
+    for row in rows:
+        state = "" if row["indexed"] else "  (not indexed)"
+        line = f"{row['name']:<16} {row['path']}{state}"
+        click.echo(printable(line))
+        if description := str(row["description"]):
+            click.echo("    " + printable(description))
 
 
 @kb_group.command("remove")
 @click.argument("name")
+@handle_errors
 def kb_remove(name: str) -> None:
     """Forget the name NAME (the folder and its index are left as they are)."""
-    from groove_core.frontend import handle_errors
     from groove_core.registry import remove_kb
 
-    def remove() -> None:
-        entry = remove_kb(name)
-        click.echo(f"removed {entry.name} (its folder and index are untouched)")
-
-    handle_errors(remove)()
+    entry = remove_kb(name)
+    click.echo(f"removed {entry.name} (its folder and index are untouched)")

@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from groove_core.cli_options import config_option, kb_option
-from groove_core.frontend import handle_errors
-from groove_core.terminal import dumps, printable
+from groove_core.cli.common import handle_errors
+from groove_core.cli.options import config_option, kb_option
+from groove_core.cli.terminal import dumps, printable
 
 if TYPE_CHECKING:
     from groove_core.evaluation.history import Delta, VariantRun

@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from groove_core import __version__
-from groove_core.cli_options import (
+from groove_core.cli.common import handle_errors, search_folders
+from groove_core.cli.options import (
     KB,
     all_option,
     config_option,
@@ -22,12 +23,11 @@ from groove_core.cli_options import (
     kbs_option,
     one_kb,
 )
+from groove_core.cli.terminal import aligned, dumps, no_color, printable, style
 from groove_core.config import ConfigError, GrooveConfig, load_config
 from groove_core.context import SearchOption
-from groove_core.frontend import handle_errors, search_folders
 from groove_core.plugins import Plugins, make_plugin_manager
 from groove_core.rows import Backlink, OutgoingLink
-from groove_core.terminal import aligned, dumps, no_color, printable, style
 
 
 def _open(kb: Path, config_path: Path | None) -> Any:
@@ -206,7 +206,7 @@ def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json
     to a file that is not a note (an image, a PDF) names the file as an attachment; one that
     leads nowhere is listed with '(unresolved)'. Embeds (![[...]]) are marked.
     """
-    from groove_core.get_cmd import CLI_MISSING, Target, by_name
+    from groove_core.cli.get import CLI_MISSING, Target, by_name
     from groove_core.kb_files import DocumentError, attachments, resolve_markdown
 
     app = _open(kb, config_path)
@@ -322,7 +322,7 @@ def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
 
 
 def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
-    from groove_core import search_views as views
+    from groove_core.cli import search_views as views
 
     results = payload["results"]
     if not results:
@@ -551,7 +551,7 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
         option (a mistyped one is an error), and -h is help, unless after a lone --. See
         docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
         """
-        from groove_core import search_views as views
+        from groove_core.cli import search_views as views
         from groove_core.search_request import SearchRequest
 
         folders = search_folders(kbs, all_kbs)
@@ -616,9 +616,9 @@ def _run_search(
     With --files the limit counts files, and more hits are fetched to fill them."""
     from dataclasses import replace
 
-    from groove_core import search_views as views
+    from groove_core.cli import search_views as views
+    from groove_core.config import MAX_LIMIT
     from groove_core.multi_kb import open_kbs, search_kbs
-    from groove_core.pipeline import MAX_LIMIT
 
     if len(folders) > 1:
         kbs = open_kbs(folders, config_path)
@@ -692,11 +692,11 @@ def build_cli(plugins: Plugins | None) -> click.Group:
         """groove: semantic search over a Markdown knowledge base, for people and agents."""
 
     # Command modules import only click at module level: `groove --help` stays fast.
-    from groove_core.evaluation.cli import eval_cmd, tune_cmd
-    from groove_core.get_cmd import get_cmd
-    from groove_core.kb_cli import kb_group
-    from groove_core.mcp.serve import serve_cmd
-    from groove_core.status_cmd import status_cmd
+    from groove_core.cli.evaluate import eval_cmd, tune_cmd
+    from groove_core.cli.get import get_cmd
+    from groove_core.cli.kb import kb_group
+    from groove_core.cli.serve import serve_cmd
+    from groove_core.cli.status import status_cmd
 
     cli.add_command(index_cmd)
     cli.add_command(doctor_cmd)

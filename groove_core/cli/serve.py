@@ -14,9 +14,10 @@ from typing import Any
 
 import click
 
-from groove_core.cli_options import all_option, config_option, kbs_option
-from groove_core.frontend import LOG_LEVELS, configure_logging, handle_errors, search_folders
+from groove_core.cli.common import LOG_LEVELS, configure_logging, handle_errors, search_folders
+from groove_core.cli.options import all_option, config_option, kbs_option
 from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS
+from groove_core.mcp.defaults import DEFAULT_READERS
 from groove_core.mcp.http import (
     DEFAULT_MAX_CONNECTIONS,
     DEFAULT_MAX_SESSIONS,
@@ -28,8 +29,6 @@ from groove_core.mcp.http import (
     is_loopback,
 )
 
-#: Mirrors groove_core.mcp.threads.DEFAULT_READERS without loading asyncio (a test pins it).
-DEFAULT_READERS = 2
 #: A bearer token is a few dozen characters: a file longer than this is the wrong file, and
 #: reading on would let it (or a device) exhaust memory.
 MAX_TOKEN_BYTES = 4096
@@ -145,6 +144,7 @@ class HttpOptions:
     show_default=True,
     help="Logging to stderr.",
 )
+@handle_errors
 def serve_cmd(
     kbs: tuple[Path, ...],
     all_kbs: bool,
@@ -174,14 +174,12 @@ def serve_cmd(
         # Silently serving without the authentication asked for would be worse than not
         # starting: on stdio the client starts groove itself and nothing is authenticated.
         raise click.UsageError("--token-file applies to --transport http only, not stdio")
-    # Before anything logs; handle_errors keeps a level chosen here (docs/mcp.md).
+    # Applied at once, so it wins over the default that handle_errors set up (docs/mcp.md).
     configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    folders = handle_errors(search_folders)(kbs, all_kbs)
-    handle_errors(_serve)(
-        folders, config_path, transport, http, max_response_chars, readers, watch, log_level
-    )
+    folders = search_folders(kbs, all_kbs)
+    _serve(folders, config_path, transport, http, max_response_chars, readers, watch, log_level)
 
 
 def read_token(token_file: Path | None) -> str | None:

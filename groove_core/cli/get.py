@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from groove_core.cli_options import config_option, kb_option
-from groove_core.terminal import dumps, printable, printable_text, style
+from groove_core.cli.common import handle_errors
+from groove_core.cli.options import config_option, kb_option
+from groove_core.cli.terminal import dumps, printable, printable_text, style
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -73,6 +74,7 @@ def parse_target(text: str, kb: Path) -> Target:
     help="With a chunk id: chunks to include before and after it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the document (and its range) as JSON.")
+@handle_errors
 def get_cmd(
     target: str | None, kb: Path, config_path: Path | None, neighbours: int, as_json: bool
 ) -> None:
@@ -86,15 +88,13 @@ def get_cmd(
       '#42' or chunk:42    chunk 42 (the chunk_id of search --json); quote '#42' in a
                            shell, where an unquoted # starts a comment
     """
-    from groove_core.frontend import handle_errors
-
     if not target:
         # The usual cause: an unquoted #42, which the shell read as a comment.
         raise click.UsageError(
             "give a TARGET: a path (notes/a.md, notes/a.md:12-40) or a chunk id, "
             "quoted ('#42') or written chunk:42"
         )
-    handle_errors(_get)(target, kb, config_path, neighbours, as_json)
+    _get(target, kb, config_path, neighbours, as_json)
 
 
 def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_json: bool) -> None:

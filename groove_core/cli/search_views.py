@@ -10,7 +10,7 @@ from typing import Any
 
 import click
 
-from groove_core.terminal import printable, printable_text
+from groove_core.cli.terminal import printable, printable_text
 
 #: With --files, hits fetched per file wanted: files often hold several of the best hits.
 HITS_PER_FILE = 5

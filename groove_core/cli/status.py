@@ -7,8 +7,9 @@ from typing import Any
 
 import click
 
-from groove_core.cli_options import KB, all_option, config_option, kbs_option
-from groove_core.terminal import dumps, printable
+from groove_core.cli.common import handle_errors, search_folders
+from groove_core.cli.options import KB, all_option, config_option, kbs_option
+from groove_core.cli.terminal import dumps, printable
 
 
 @click.command("status")
@@ -17,6 +18,7 @@ from groove_core.terminal import dumps, printable
 @all_option
 @config_option
 @click.option("--json", "as_json", is_flag=True, help="Print the status as JSON.")
+@handle_errors
 def status_cmd(
     kb_arg: Path | None,
     kbs: tuple[Path, ...],
@@ -33,15 +35,10 @@ def status_cmd(
     (default: the current folder, or the indexed KB above it). Reads the index only: no
     model is loaded and nothing is written. With several KBs, --json prints a list.
     """
-    from groove_core.frontend import handle_errors, search_folders
-
     # The KB argument is one more --kb (with --all, one too many: an error).
     given = kbs if kb_arg is None else tuple(dict.fromkeys((kb_arg, *kbs)))
 
-    def show() -> None:
-        _status(search_folders(given, all_kbs), config_path, as_json)
-
-    handle_errors(show)()
+    _status(search_folders(given, all_kbs), config_path, as_json)
 
 
 def _status(folders: list[Path], config_path: Path | None, as_json: bool) -> None:

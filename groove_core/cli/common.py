@@ -28,23 +28,14 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 _chosen_level: str | None = None
 
 
-def user_errors() -> tuple[type[BaseException], ...]:
-    """The errors a user can fix: their message is the whole story, no traceback."""
-    from groove_core.config import ConfigError
-    from groove_core.embedding import EmbedderError
-    from groove_core.evaluation.golden import GoldenError
-    from groove_core.evaluation.tomledit import TomlEditError
-    from groove_core.kb_files import DocumentError
-    from groove_core.storage import StoreError
-
-    return (ConfigError, EmbedderError, StoreError, DocumentError, GoldenError, TomlEditError)
-
-
 def handle_errors(func: F) -> F:
-    """Turn the errors a user can fix into one clear line and an exit status."""
+    """Turn the errors a user can fix (:class:`~groove_core.errors.GrooveError`) into one
+    clear line and an exit status: 2 for a query that cannot run, as click exits for a bad
+    option, 1 for the rest. Every command reports errors through this decorator."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from groove_core.errors import GrooveError
         from groove_core.query import QueryError
 
         configure_logging()
@@ -53,7 +44,7 @@ def handle_errors(func: F) -> F:
         except QueryError as err:
             click.echo(f"groove: invalid query: {err}", err=True)
             sys.exit(EXIT_USAGE)
-        except user_errors() as err:
+        except GrooveError as err:
             click.echo(f"groove: {err}", err=True)
             sys.exit(1)
         except KeyboardInterrupt:
@@ -114,7 +105,7 @@ def _configure_structlog(level: str, *, server: bool) -> None:
 def search_folders(kbs: tuple[Path, ...], all_kbs: bool) -> list[Path]:
     """The KB folders a command covers: each --kb, every registered one (--all), or the
     current folder's KB."""
-    from groove_core.cli_options import KB
+    from groove_core.cli.options import KB
     from groove_core.registry import kb_names, load_registry
 
     if names := kb_names(tuple(str(k) for k in kbs), all_kbs):
