@@ -147,8 +147,6 @@ class QueryContext:
 
     @functools.cached_property
     def _allowed(self) -> frozenset[int] | None:
-        from groove_core.filters import allowed_chunk_ids
-
         return allowed_chunk_ids(self.store, self.filters)
 
     def allowed_ids(self) -> frozenset[int] | None:
@@ -161,3 +159,20 @@ class QueryContext:
         Run at most once per query, and only when there are negatives (ADR-0011).
         """
         return self._excluded
+
+
+def allowed_chunk_ids(store: SearchStore, filters: SearchFilters) -> frozenset[int] | None:
+    """Chunk ids passing every filter, or None when no filter is active."""
+    from groove_core.filters import compile_glob
+
+    if not filters.active:
+        return None
+    doc_ids: frozenset[int] | None = None
+    if filters.path is not None:
+        glob = compile_glob(filters.path)  # a malformed glob fails even on an empty index
+        doc_ids = frozenset(d.doc_id for d in store.documents() if glob.matches(d.path))
+    if filters.tags:
+        # "#scratch" as Obsidian writes it in a note names the tag "scratch"
+        tagged = store.doc_ids_with_tags([t.removeprefix("#") for t in filters.tags])
+        doc_ids = tagged if doc_ids is None else doc_ids & tagged
+    return store.chunk_ids_for_docs(doc_ids or ())

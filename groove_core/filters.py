@@ -1,4 +1,4 @@
-"""Search filters: a path glob and front-matter tags, resolved to the chunk ids allowed.
+"""Path globs: the ``path`` search filter, ``.grooveignore`` and ``[index]`` include/exclude.
 
 Path globs come from untrusted places (an MCP client's ``path``, ``.grooveignore``), so they
 are never turned into a backtracking regex: a 37-character glob such as ``"**?" * 12 + "X"``
@@ -13,13 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 from groove_core.query import QueryError
-
-if TYPE_CHECKING:
-    from groove_core.models import SearchFilters
-    from groove_core.storage import SearchStore
 
 #: Memoised transitions kept per compiled glob; past this the memo starts over, so a
 #: hostile stream of paths cannot grow it without bound.
@@ -213,18 +208,3 @@ def compile_glob(pattern: str) -> Glob:
 
 def path_matches(pattern: str, path: str) -> bool:
     return compile_glob(pattern).matches(path)
-
-
-def allowed_chunk_ids(store: SearchStore, filters: SearchFilters) -> frozenset[int] | None:
-    """Chunk ids passing every filter, or None when no filter is active."""
-    if not filters.active:
-        return None
-    doc_ids: frozenset[int] | None = None
-    if filters.path is not None:
-        glob = compile_glob(filters.path)  # a malformed glob fails even on an empty index
-        doc_ids = frozenset(d.doc_id for d in store.documents() if glob.matches(d.path))
-    if filters.tags:
-        # "#scratch" as Obsidian writes it in a note names the tag "scratch"
-        tagged = store.doc_ids_with_tags([t.removeprefix("#") for t in filters.tags])
-        doc_ids = tagged if doc_ids is None else doc_ids & tagged
-    return store.chunk_ids_for_docs(doc_ids or ())

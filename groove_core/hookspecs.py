@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     from groove_core.config import ConfigSection
     from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
-    from groove_core.mcp.tool_app import ToolApp
     from groove_core.models import SearchHit
+    from groove_core.tool_app import ToolApp
 
 PROJECT = "groove"
 hookspec = pluggy.HookspecMarker(PROJECT)

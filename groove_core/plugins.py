@@ -261,6 +261,22 @@ class _UnknownHookError(Exception):
     pass
 
 
+def _default_plugins() -> list[tuple[str, object]]:
+    """(name, plugin) pairs registered on every plugin manager unless disabled by name:
+    groove's own features, registered like any third-party plugin."""
+    from groove_core.builtins import embedders, highlight, legs
+    from groove_core.sqlite import backend as sqlite
+
+    return [
+        ("fts", legs.FTSLeg()),
+        ("vector", legs.VectorLeg()),
+        ("word", legs.WordLeg()),
+        ("match_spans", highlight.MatchSpans()),
+        ("embedders", embedders),
+        ("sqlite", sqlite),
+    ]
+
+
 def make_plugin_manager(
     config: GrooveConfig,
     *,
@@ -275,7 +291,6 @@ def make_plugin_manager(
     ``[plugins] disabled``).
     """
     from groove_core import __version__
-    from groove_core.builtins import default_plugins
 
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
@@ -283,7 +298,7 @@ def make_plugin_manager(
         pm.set_blocked(name)
     plugins = Plugins(pm, config)
 
-    for name, plugin in [*default_plugins(), *extra]:
+    for name, plugin in [*_default_plugins(), *extra]:
         builtin = (name, plugin) not in extra
         dist = "groove-core" if builtin else "(registered in process)"
         if pm.is_blocked(name):

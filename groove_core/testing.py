@@ -431,9 +431,13 @@ def _files(kb: Path) -> dict[str, str]:
 
 
 def _document(app: Groove, path: str) -> dict[str, Any]:
-    from groove_core.cli.get import parse_target, read_target
+    """What ``groove get`` and MCP ``get_document`` say of the file: whether it is indexed,
+    and its title (both read it through ``groove_core.kb_files``, as this does)."""
+    from groove_core.kb_files import indexed_document, resolve_markdown
 
-    return read_target(app, parse_target(path, app.kb), 0)
+    file = resolve_markdown(app, path)
+    indexed = indexed_document(app, file.rel) if app.backend.exists() else None
+    return {"indexed": indexed is not None, "title": indexed.title if indexed else None}
 
 
 def _chunks_holding(store: IndexStore, text: str) -> frozenset[int]:

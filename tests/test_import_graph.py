@@ -18,8 +18,8 @@ PACKAGE = "groove_core"
 ROOT = Path(groove_core.__file__).resolve().parent
 #: The SQLite wing: the built-in backend, its store and their SQL.
 SQLITE_WING = "groove_core.sqlite"
-#: The one door into the wing: the list of built-in plugins registers its backend.
-WING_DOORS = {"groove_core.builtins": {"groove_core.sqlite.backend"}}
+#: The one door into the wing: the plugin manager registers its backend with the built-ins.
+WING_DOORS = {"groove_core.plugins": {"groove_core.sqlite.backend"}}
 #: The PostgreSQL plugin's package.
 POSTGRES = ROOT.parent / "plugins" / "groove_postgres" / "groove_postgres"
 

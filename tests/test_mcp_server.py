@@ -20,9 +20,9 @@ from groove_core.context import LegSpec, QueryContext, SearchOption
 from groove_core.hookspecs import hookimpl
 from groove_core.mcp.budget import fit_search
 from groove_core.mcp.server import build_mcp_server
-from groove_core.mcp.tool_app import ToolApp
 from groove_core.plugins import list_plugins
 from groove_core.testing import call_tools, drive_mcp, make_kb, open_kb
+from groove_core.tool_app import ToolApp
 
 T = TypeVar("T")
 

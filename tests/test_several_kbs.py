@@ -23,10 +23,10 @@ from groove_core.cli import build_cli
 from groove_core.config import ConfigError
 from groove_core.hookspecs import hookimpl
 from groove_core.mcp.server import build_mcp_server
-from groove_core.mcp.tool_app import ToolApp
 from groove_core.multi_kb import NamedKb, open_kbs, search_kbs
 from groove_core.registry import CONFIG_HOME_ENV, load_registry, registry_path
 from groove_core.testing import FAST_CONFIG, call_tools, drive_mcp, make_kb, open_kb
+from groove_core.tool_app import ToolApp
 
 NOTES = {
     "notes/rust.md": "# Rust\n\nOwnership rules prevent data races in async runtimes.\n",

@@ -6,7 +6,6 @@
 - :mod:`~groove_core.mcp.budget`: keeping every response under the size budget.
 - :mod:`~groove_core.mcp.tools`: the tools' bodies and their error messages.
 - :mod:`~groove_core.mcp.threads`: the worker pool, the shared embedder, plugin tools.
-- :mod:`~groove_core.mcp.tool_app`: what a plugin's tools may use (``groove_mcp_tools``).
 - :mod:`~groove_core.mcp.http`: the streamable HTTP transport and its guards.
 Nothing is imported here: ``groove --help`` imports :mod:`groove_core.cli.serve`, which must
 not pull in the MCP SDK.

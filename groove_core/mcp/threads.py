@@ -26,11 +26,11 @@ if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
-    from groove_core.mcp.tool_app import ToolApp
     from groove_core.models import SearchResponse
     from groove_core.multi_kb import NamedKb
     from groove_core.search_request import SearchArgs, SearchRequest
     from groove_core.storage import SearchStore
+    from groove_core.tool_app import ToolApp
 
 T = TypeVar("T")
 
