@@ -23,7 +23,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from groove_core.evaluation.metrics import bootstrap, paired_test
+from paired import GOLDEN_SETS, versus
+
+from groove_core.evaluation.metrics import bootstrap
 from groove_core.evaluation.runner import with_changes
 from groove_core.evaluation.session import EvalSession
 
@@ -79,16 +81,6 @@ VARIANTS["cov0.125+vec2"] = {
     "search.fusion.weights": {"vector": 2.0},
 }
 
-GOLDEN = (
-    "jsquad-ja-para/golden.jsonl",
-    "jsquad-ja-para/golden-hard.jsonl",
-    "jsquad-ja-para/golden-short.jsonl",
-    "xquad-en-para/golden.jsonl",
-    "xquad-en-para/golden-hard.jsonl",
-    "cranfield-en/golden.jsonl",
-    "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
-)
-
 
 def run(works: dict[str, Path], golden: str, names: list[str], per_query: dict[str, Any]) -> None:
     collection, name = golden.split("/")
@@ -116,16 +108,9 @@ def run(works: dict[str, Path], golden: str, names: list[str], per_query: dict[s
             for o, q in zip(outcomes.items, session.queries, strict=True)
         ]
         cells = [golden, str(len(ndcg_values)), full, f"{ndcg.mean:.3f}", f"{hit.mean:.3f}"]
+        cells.append(versus(ndcg_values, base))
         if base is None:
             base = ndcg_values
-            cells.append("(baseline)")
-        else:
-            cmp = paired_test(ndcg_values, base)
-            d = cmp.delta
-            verdict = "sig" if cmp.significant else "noise"
-            cells.append(
-                f"{d.mean:+.3f} ({d.low:+.3f}..{d.high:+.3f}) p={cmp.p_value:.3f} {verdict}"
-            )
         cells.append(f"{took:.1f}s")
         print("| " + " | ".join(cells) + " |", flush=True)
     for session in sessions.values():
@@ -147,7 +132,7 @@ def main() -> None:
     print("| golden | n | variant | nDCG@10 | hit@10 | Δ nDCG vs first (95% CI, p) | time |")
     print("|---|---|---|---|---|---|---|")
     per_query: dict[str, Any] = {}
-    for golden in args.golden or GOLDEN:
+    for golden in args.golden or GOLDEN_SETS:
         run({"use": args.use, "e5": args.e5}, golden, names, per_query)
         if args.json is not None:  # after each file: a long run's early results survive
             args.json.write_text(json.dumps(per_query), encoding="utf-8")

@@ -17,7 +17,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from groove_core.evaluation.metrics import bootstrap, paired_test
+from paired import versus
+
+from groove_core.evaluation.metrics import bootstrap
 
 K = 60.0
 
@@ -62,16 +64,9 @@ def main() -> None:
                     continue
                 values = fuse(rows, legs)
                 cells = [golden, name, f"{bootstrap(values).mean:.3f}"]
+                cells.append(versus(values, base))
                 if base is None:
                     base = values
-                    cells.append("(baseline)")
-                else:
-                    cmp = paired_test(values, base)
-                    d = cmp.delta
-                    verdict = "sig" if cmp.significant else "noise"
-                    cells.append(
-                        f"{d.mean:+.3f} ({d.low:+.3f}..{d.high:+.3f}) p={cmp.p_value:.3f} {verdict}"
-                    )
                 print("| " + " | ".join(cells) + " |")
 
 

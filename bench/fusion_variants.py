@@ -21,7 +21,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from groove_core.evaluation.metrics import bootstrap, paired_test
+from paired import GOLDEN_SETS, versus
+
+from groove_core.evaluation.metrics import bootstrap
 from groove_core.evaluation.runner import with_changes
 from groove_core.evaluation.session import EvalSession
 
@@ -38,16 +40,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "xs0.25": {"search.fusion.cross_script_lexical": 0.25},
     "xs0": {"search.fusion.cross_script_lexical": 0.0},
 }
-
-GOLDEN = (
-    "jsquad-ja-para/golden.jsonl",
-    "jsquad-ja-para/golden-hard.jsonl",
-    "jsquad-ja-para/golden-short.jsonl",
-    "xquad-en-para/golden.jsonl",
-    "xquad-en-para/golden-hard.jsonl",
-    "cranfield-en/golden.jsonl",
-    "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
-)
 
 
 def run(work: Path, golden: str, names: list[str]) -> list[str]:
@@ -70,16 +62,9 @@ def run(work: Path, golden: str, names: list[str]) -> list[str]:
             f"{ndcg.mean:.3f} ({ndcg.low:.3f}–{ndcg.high:.3f})",
             f"{hit.mean:.3f}",
         ]
+        cells.append(versus(values["ndcg@10"], None if base is None else base["ndcg@10"]))
         if base is None:
             base = values
-            cells.append("(baseline)")
-        else:
-            cmp = paired_test(values["ndcg@10"], base["ndcg@10"])
-            d = cmp.delta
-            verdict = "sig" if cmp.significant else "noise"
-            cells.append(
-                f"{d.mean:+.3f} ({d.low:+.3f}..{d.high:+.3f}) p={cmp.p_value:.3f} {verdict}"
-            )
         cells.append(f"{took:.1f}s")
         rows.append("| " + " | ".join(cells) + " |")
         print(rows[-1], flush=True)
@@ -99,7 +84,7 @@ def main() -> None:
         parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
     print("| golden | n | variant | nDCG@10 (95% CI) | hit@10 | Δ nDCG vs first | time |")
     print("|---|---|---|---|---|---|---|")
-    for golden in args.golden or GOLDEN:
+    for golden in args.golden or GOLDEN_SETS:
         run(args.work, golden, names)
 
 

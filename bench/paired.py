@@ -15,6 +15,30 @@ import random
 import statistics
 from pathlib import Path
 
+#: The golden sets the ranking benchmarks run by default (docs/benchmarks.md).
+GOLDEN_SETS = (
+    "jsquad-ja-para/golden.jsonl",
+    "jsquad-ja-para/golden-hard.jsonl",
+    "jsquad-ja-para/golden-short.jsonl",
+    "xquad-en-para/golden.jsonl",
+    "xquad-en-para/golden-hard.jsonl",
+    "cranfield-en/golden.jsonl",
+    "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
+)
+
+
+def versus(values: list[float], base: list[float] | None) -> str:
+    """A table cell comparing ``values`` with the baseline's, query by query: the mean
+    difference, its 95% interval, the p-value and whether it is a real change."""
+    from groove_core.evaluation.metrics import paired_test
+
+    if base is None:
+        return "(baseline)"
+    cmp = paired_test(values, base)
+    d = cmp.delta
+    verdict = "sig" if cmp.significant else "noise"
+    return f"{d.mean:+.3f} ({d.low:+.3f}..{d.high:+.3f}) p={cmp.p_value:.3f} {verdict}"
+
 
 def load(path: Path, metric: str) -> dict[str, float]:
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]

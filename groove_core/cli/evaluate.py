@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from groove_core.cli.common import handle_errors
-from groove_core.cli.options import config_option, kb_option
+from groove_core.cli.options import config_option, defaulted, kb_option
 from groove_core.cli.terminal import dumps, printable
 
 if TYPE_CHECKING:
@@ -93,12 +93,11 @@ class _Progress:
 
 @click.command("eval")
 @_common
-@click.option(
+@defaulted(
     "--stage",
-    type=click.Choice(STAGES),
-    default="candidates",
-    show_default=True,
-    help="candidates: the fused hybrid list (stage 1); full: every enabled stage.",
+    click.Choice(STAGES),
+    "candidates",
+    "candidates: the fused hybrid list (stage 1); full: every enabled stage.",
 )
 @click.option(
     "--per-query",
@@ -351,19 +350,17 @@ def _write_text(path: Path, text: str) -> None:
 
 @click.command("tune")
 @_common
-@click.option(
+@defaulted(
     "--metric",
-    type=click.Choice(["ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "hit@10"]),
-    default="ndcg@10",
-    show_default=True,
-    help="The metric to optimise.",
+    click.Choice(["ndcg@10", "mrr@10", "recall@1", "recall@5", "recall@10", "hit@10"]),
+    "ndcg@10",
+    "The metric to optimise.",
 )
-@click.option(
+@defaulted(
     "--holdout",
-    type=click.FloatRange(0.2, 0.8),
-    default=0.5,
-    show_default=True,
-    help="Share of the golden queries held out to test the chosen setting.",
+    click.FloatRange(0.2, 0.8),
+    0.5,
+    "Share of the golden queries held out to test the chosen setting.",
 )
 @click.option(
     "--write", is_flag=True, help="Write the winner to [search.fusion] if it is a real gain."

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from groove_core.cli.common import handle_errors
-from groove_core.cli.options import config_option, kb_option
+from groove_core.cli.options import config_option, defaulted, kb_option
 from groove_core.cli.terminal import dumps, printable, printable_text, style
 
 if TYPE_CHECKING:
@@ -66,12 +66,11 @@ def parse_target(text: str, kb: Path) -> Target:
 @click.argument("target", required=False)
 @kb_option
 @config_option
-@click.option(
+@defaulted(
     "--neighbours",
-    type=click.IntRange(0, 20),
-    default=0,
-    show_default=True,
-    help="With a chunk id: chunks to include before and after it.",
+    click.IntRange(0, 20),
+    0,
+    "With a chunk id: chunks to include before and after it.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the document (and its range) as JSON.")
 @handle_errors

@@ -18,6 +18,7 @@ from groove_core.cli.options import (
     KB,
     all_option,
     config_option,
+    defaulted,
     kb_argument,
     kb_option,
     kbs_option,
@@ -190,13 +191,7 @@ def doctor_cmd(
 @click.argument("path")
 @kb_option
 @config_option
-@click.option(
-    "--limit",
-    type=click.IntRange(1, 100_000),
-    default=1000,
-    show_default=True,
-    help="Links listed per direction.",
-)
+@defaulted("--limit", click.IntRange(1, 100_000), 1000, "Links listed per direction.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @handle_errors
 def links_cmd(path: str, kb: Path, config_path: Path | None, limit: int, as_json: bool) -> None:
@@ -256,13 +251,7 @@ def _print_links(
 @click.option(
     "--interval", type=float, default=1.0, show_default=True, help="Seconds between polls."
 )
-@click.option(
-    "--debounce",
-    type=float,
-    default=0.5,
-    show_default=True,
-    help="Quiet seconds before re-indexing.",
-)
+@defaulted("--debounce", float, 0.5, "Quiet seconds before re-indexing.")
 @handle_errors
 def watch_cmd(
     kb: Path | None,

@@ -63,6 +63,12 @@ KB_EXACT = KbParam(discover=False)
 kb_option = click.option("--kb", type=KB, default=".", show_default=True, help=KB_HELP)
 
 
+def defaulted(name: str, kind: Any, default: Any, help_text: str) -> Callable[[F], F]:
+    """A ``--name`` option whose default ``--help`` shows: most options of the commands are
+    one, and spelling ``show_default`` out every time hid what differs between them."""
+    return click.option(name, type=kind, default=default, show_default=True, help=help_text)
+
+
 def kb_argument(*, exact: bool = False) -> Callable[[F], F]:
     """An optional ``[KB]`` argument and ``--kb``, either one: the commands that took a
     positional KB keep it, and take ``--kb`` like every other command. The command gets

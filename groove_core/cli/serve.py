@@ -15,7 +15,7 @@ from typing import Any
 import click
 
 from groove_core.cli.common import LOG_LEVELS, configure_logging, handle_errors, search_folders
-from groove_core.cli.options import all_option, config_option, kbs_option
+from groove_core.cli.options import all_option, config_option, defaulted, kbs_option
 from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS
 from groove_core.mcp.defaults import DEFAULT_READERS
 from groove_core.mcp.http import (
@@ -50,20 +50,15 @@ class HttpOptions:
 @kbs_option
 @all_option
 @config_option
-@click.option(
+@defaulted(
     "--transport",
-    type=click.Choice(["stdio", "http"]),
-    default="stdio",
-    show_default=True,
-    help="stdio for a client that starts groove itself; http for streamable HTTP.",
+    click.Choice(["stdio", "http"]),
+    "stdio",
+    "stdio for a client that starts groove itself; http for streamable HTTP.",
 )
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to bind.")
-@click.option(
-    "--port",
-    type=click.IntRange(1, 65535),
-    default=8765,
-    show_default=True,
-    help="HTTP: port to listen on (the endpoint is /mcp).",
+@defaulted(
+    "--port", click.IntRange(1, 65535), 8765, "HTTP: port to listen on (the endpoint is /mcp)."
 )
 @click.option(
     "--token-file",
@@ -86,43 +81,37 @@ class HttpOptions:
     metavar="ORIGIN",
     help="HTTP: a browser Origin to accept (repeatable), e.g. https://app.example.",
 )
-@click.option(
+@defaulted(
     "--max-connections",
-    type=click.IntRange(1),
-    default=DEFAULT_MAX_CONNECTIONS,
-    show_default=True,
-    help="HTTP: open connections at most (also kept below the file descriptor limit).",
+    click.IntRange(1),
+    DEFAULT_MAX_CONNECTIONS,
+    "HTTP: open connections at most (also kept below the file descriptor limit).",
 )
-@click.option(
+@defaulted(
     "--read-timeout",
-    type=click.FloatRange(0.1),
-    default=DEFAULT_READ_TIMEOUT,
-    show_default=True,
-    help="HTTP: seconds a connection has to deliver a whole request (headers and body).",
+    click.FloatRange(0.1),
+    DEFAULT_READ_TIMEOUT,
+    "HTTP: seconds a connection has to deliver a whole request (headers and body).",
 )
-@click.option(
+@defaulted(
     "--max-sessions",
-    type=click.IntRange(1),
-    default=DEFAULT_MAX_SESSIONS,
-    show_default=True,
-    help="HTTP: MCP sessions open at most; at the cap the one idle longest is closed to "
+    click.IntRange(1),
+    DEFAULT_MAX_SESSIONS,
+    "HTTP: MCP sessions open at most; at the cap the one idle longest is closed to "
     "admit a new one.",
 )
-@click.option(
+@defaulted(
     "--session-idle-timeout",
-    type=click.FloatRange(1.0),
-    default=DEFAULT_SESSION_IDLE_TIMEOUT,
-    show_default=True,
-    help="HTTP: seconds a session may go without a request before it is closed (its client "
+    click.FloatRange(1.0),
+    DEFAULT_SESSION_IDLE_TIMEOUT,
+    "HTTP: seconds a session may go without a request before it is closed (its client "
     "then starts a new one).",
 )
-@click.option(
+@defaulted(
     "--max-response-chars",
-    type=click.IntRange(MIN_RESPONSE_CHARS),
-    default=DEFAULT_MAX_RESPONSE_CHARS,
-    show_default=True,
-    help="Size budget of each tool response, in characters; what does not fit is reported "
-    "as truncated.",
+    click.IntRange(MIN_RESPONSE_CHARS),
+    DEFAULT_MAX_RESPONSE_CHARS,
+    "Size budget of each tool response, in characters; what does not fit is reported as truncated.",
 )
 @click.option(
     "--readers",
@@ -137,13 +126,7 @@ class HttpOptions:
     is_flag=True,
     help="Keep the index current while serving (re-index on file changes, debounced).",
 )
-@click.option(
-    "--log-level",
-    type=click.Choice(LOG_LEVELS),
-    default="info",
-    show_default=True,
-    help="Logging to stderr.",
-)
+@defaulted("--log-level", click.Choice(LOG_LEVELS), "info", "Logging to stderr.")
 @handle_errors
 def serve_cmd(
     kbs: tuple[Path, ...],
