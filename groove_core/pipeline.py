@@ -159,31 +159,34 @@ class Searcher:
         return out
 
 
+#: What a hit takes from its chunk's row as it is; the fusion gives the rest.
+_FROM_ROW = (
+    "doc_id",
+    "path",
+    "title",
+    "heading",
+    "heading_path",
+    "level",
+    "content",
+    "line_start",
+    "line_end",
+    "byte_start",
+    "byte_end",
+    "token_count",
+    "tags",
+)
+
+
 def hits_for(store: SearchStore, fused: list[Fused]) -> list[SearchHit]:
     """SearchHits for fused candidates, ranked 1..n in fused order."""
     rows = store.chunk_rows([f.chunk_id for f in fused])
     hits = []
     for rank, item in enumerate((f for f in fused if f.chunk_id in rows), start=1):
         row = rows[item.chunk_id]
+        copied = {name: getattr(row, name) for name in _FROM_ROW}
         hits.append(
             SearchHit(
-                chunk_id=item.chunk_id,
-                doc_id=row.doc_id,
-                path=row.path,
-                title=row.title,
-                heading=row.heading,
-                heading_path=row.heading_path,
-                level=row.level,
-                content=row.content,
-                score=item.score,
-                rank=rank,
-                line_start=row.line_start,
-                line_end=row.line_end,
-                byte_start=row.byte_start,
-                byte_end=row.byte_end,
-                token_count=row.token_count,
-                tags=row.tags,
-                legs=dict(item.legs),
+                chunk_id=item.chunk_id, score=item.score, rank=rank, legs=dict(item.legs), **copied
             )
         )
     return hits

@@ -19,7 +19,7 @@ from groove_core.links import RawLink
 from groove_core.storage import DocState, EmbedderMismatchError, NewDocument
 
 if TYPE_CHECKING:
-    from groove_core.rows import DocumentRow
+    from groove_core.rows import ChunkRow, DocumentRow
     from groove_core.storage import IndexStore
 
 #: Documents written per transaction.
@@ -75,26 +75,7 @@ def _copy_batch(
         if any(i not in stored or i not in rows or not np.isfinite(stored[i]).all() for i in ids):
             continue
         state = states[doc.path]
-        chunks = tuple(
-            Chunk(
-                ordinal=row.ordinal,
-                heading=row.heading,
-                heading_path=row.heading_path,
-                level=row.level,
-                context=row.context,
-                content=row.content,
-                # Rows of older indexes have none: the indexer's own estimate, as the
-                # stages read them, never 0 (which would slip under every token cap).
-                token_count=(
-                    estimate_tokens(row.content) if row.token_count is None else row.token_count
-                ),
-                byte_start=row.byte_start,
-                byte_end=row.byte_end,
-                line_start=row.line_start,
-                line_end=row.line_end,
-            )
-            for row in (rows[i] for i in ids)
-        )
+        chunks = tuple(_chunk(rows[i]) for i in ids)
         docs.append(
             NewDocument(
                 path=doc.path,
@@ -115,3 +96,25 @@ def _copy_batch(
         matrix = np.vstack(vectors) if vectors else np.zeros((0, dim), dtype=np.float32)
         target.write_documents(docs, matrix)
     return len(docs)
+
+
+#: What a copied chunk takes from its row as it is.
+_FROM_ROW = (
+    "ordinal",
+    "heading",
+    "heading_path",
+    "level",
+    "context",
+    "content",
+    "byte_start",
+    "byte_end",
+    "line_start",
+    "line_end",
+)
+
+
+def _chunk(row: ChunkRow) -> Chunk:
+    # A row without a token count: the indexer's own estimate, as the stages read them,
+    # never 0 (which would slip under every token cap).
+    tokens = estimate_tokens(row.content) if row.token_count is None else row.token_count
+    return Chunk(token_count=tokens, **{name: getattr(row, name) for name in _FROM_ROW})

@@ -238,3 +238,24 @@ def test_the_postgres_plugin_builds_on_the_contract_alone() -> None:
         if bad:
             strays[name] = bad
     assert not strays, f"the PostgreSQL plugin imports the SQLite wing or a built-in leg: {strays}"
+
+
+#: The front-ends, and what alone may import each (docs/architecture.md): the console
+#: script and the docs generator start the CLI; only the CLI starts the MCP server.
+FRONT_ENDS = {
+    f"{PACKAGE}.cli": {f"{PACKAGE}.__main__", f"{PACKAGE}.docgen"},
+    f"{PACKAGE}.mcp": {f"{PACKAGE}.cli"},
+}
+
+
+def test_the_core_imports_no_front_end() -> None:
+    graph = import_graph()
+    strays = {
+        module: sorted(m for m in imported if _in(m, room))
+        for room, doors in FRONT_ENDS.items()
+        for module, imported in graph.items()
+        if not _in(module, room)
+        and not any(_in(module, door) for door in doors)
+        and any(_in(m, room) for m in imported)
+    }
+    assert not strays, f"the core imports a front-end: {strays}"

@@ -27,8 +27,9 @@ from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.indexer import IndexProgress
 from groove_core.mcp.server import build_mcp_server
-from groove_core.sqlite.store import Store, connect, staging_path
+from groove_core.sqlite.store import connect, staging_path
 from groove_core.testing import make_kb, open_kb
+from tests.helpers import index_content
 
 CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 #: Three or more characters: trigram FTS ignores shorter phrases, and the FTS leg must run.
@@ -40,17 +41,6 @@ def _corpus(root: Path, files: int) -> Path:
     for path in sorted((EVALDATA / "jsquad-ja-para" / "docs").glob("*.md"))[:files]:
         shutil.copy(path, kb / path.name)
     return kb
-
-
-def _content(index: Path) -> set[tuple[str, str, int, str]]:
-    store = Store.open(index)
-    rows = store.conn.execute(
-        "SELECT d.path, d.content_hash, c.ordinal, c.content FROM chunks c "
-        "JOIN documents d ON d.id = c.doc_id"
-    )
-    out = {(str(a), str(b), int(c), str(d)) for a, b, c, d in rows}
-    store.close()
-    return out
 
 
 def _cli(*args: str) -> Result:
@@ -86,7 +76,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, set[tuple[str
     kb = _corpus(tmp_path_factory.mktemp("built") / "kb", 60)
     app = open_kb(kb)
     app.close()
-    return kb, _content(app.index_file)
+    return kb, index_content(app.index_file)
 
 
 def _copy_kb(built: tuple[Path, Any], tmp_path: Path) -> Path:
@@ -116,7 +106,7 @@ def test_a_damaged_root_page_is_detected_reported_and_rebuilt(
     repaired = _cli("doctor", str(kb), "--repair")
     assert repaired.exit_code == 0, repaired.output
     assert "rebuilt from the knowledge base" in repaired.output
-    assert _content(index) == built[1]
+    assert index_content(index) == built[1]
     assert _cli("doctor", str(kb)).exit_code == 0
     assert _cli("search", QUERY, "--kb", str(kb)).exit_code == 0
 
@@ -136,7 +126,7 @@ def test_random_damaged_pages_never_crash_and_repair_restores(
     assert checked.exit_code == 1 and "problem:" in checked.output, checked.output
     repaired = _cli("doctor", str(kb), "--repair")
     assert repaired.exit_code == 0, repaired.output
-    assert _content(index) == built[1]
+    assert index_content(index) == built[1]
 
 
 # -- item 1: environment problems are not damage -----------------------------------------
@@ -181,7 +171,7 @@ def test_repair_on_a_full_disk_keeps_the_old_index(
     # Doctor still sees the damage; it never calls a remnant healthy.
     assert _cli("doctor", str(kb)).exit_code == 1
     assert _cli("doctor", str(kb), "--repair").exit_code == 0
-    assert _content(index) == built[1]
+    assert index_content(index) == built[1]
 
 
 def test_a_rebuild_killed_midway_leaves_the_old_index_and_is_tidied(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from groove_core import indexer as indexer_mod
-from groove_core.app import Groove
-from groove_core.testing import WatchedEmbedder, make_kb
+from groove_core.testing import WatchedEmbedder
+from tests.helpers import batched_kb
 
 
 class _LazyDim(WatchedEmbedder):
@@ -29,9 +29,7 @@ class _LazyDim(WatchedEmbedder):
 
 
 def test_an_embedder_that_probes_its_dimension_never_embeds_twice_at_once(tmp_path: Path) -> None:
-    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
-    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
-    app = Groove.open(kb)
+    app = batched_kb(tmp_path, 12)
     lazy = _LazyDim(app.embedder)
     app.__dict__["embedder"] = lazy
     app.index()
@@ -42,9 +40,7 @@ def test_an_embedder_that_probes_its_dimension_never_embeds_twice_at_once(tmp_pa
 def test_an_interrupted_run_leaves_no_embedding_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
-    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
-    app = Groove.open(kb)
+    app = batched_kb(tmp_path, 12)
     release = threading.Event()
     inner = app.embedder
 

@@ -14,6 +14,7 @@ from groove_core.indexer import IndexProgress
 from groove_core.sqlite.store import SCHEMA_VERSION, Store
 from groove_core.storage import StoreError
 from groove_core.testing import WatchedEmbedder, make_kb, open_kb
+from tests.helpers import batched_kb
 
 
 def _consistent(store: Store) -> None:
@@ -180,9 +181,7 @@ def test_corrupt_index_file_is_a_clear_error(notes_kb: Path) -> None:
 def test_a_batch_is_written_while_the_next_one_is_embedded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i} of a pipelined run.\n" for i in range(24)}
-    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
-    app = Groove.open(kb)
+    app = batched_kb(tmp_path, 24, "Body {i} of a pipelined run.")
     watched = WatchedEmbedder(app.embedder)
     app.__dict__["embedder"] = watched
     overlapped: list[bool] = []
@@ -205,7 +204,7 @@ def test_a_batch_is_written_while_the_next_one_is_embedded(
     assert watched.most_at_once == 1  # the embedder is never called from two threads at once
     assert writers == {threading.main_thread().name}  # the store stays in its own thread
     assert watched.threads and threading.main_thread().name not in watched.threads
-    assert open_kb(kb).search("pipelined").results
+    assert open_kb(app.kb).search("pipelined").results
     store = app.backend.open()
     assert isinstance(store, Store)
     _consistent(store)
@@ -214,9 +213,7 @@ def test_a_batch_is_written_while_the_next_one_is_embedded(
 def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notes = {f"n{i:02d}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(12)}
-    kb = make_kb(tmp_path / "kb", notes, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
-    app = Groove.open(kb)
+    app = batched_kb(tmp_path, 12)
     inner = app.embedder
     calls = 0
 
@@ -233,5 +230,5 @@ def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
         app.index()
     # The first batch was written (its embedding ended before the failure), the second
     # not; the next run indexes the rest.
-    again = Groove.open(kb).index()
+    again = Groove.open(app.kb).index()
     assert again.added == 8 and again.chunks_total == 12

@@ -23,20 +23,9 @@ from groove_core.registry import CONFIG_HOME_ENV, load_registry
 from groove_core.sqlite.store import Store, check_consistency
 from groove_core.storage import StoreError
 from groove_core.testing import make_kb, open_kb
+from tests.helpers import index_content
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
-
-
-def _content(index: Path) -> set[tuple[str, str, int, str]]:
-    """Everything a search can return, independent of row ids and timestamps."""
-    store = Store.open(index)
-    rows = store.conn.execute(
-        "SELECT d.path, d.content_hash, c.ordinal, c.content FROM chunks c "
-        "JOIN documents d ON d.id = c.doc_id"
-    )
-    out = {(str(a), str(b), int(c), str(d)) for a, b, c, d in rows}
-    store.close()
-    return out
 
 
 def _corpus(tmp_path: Path, files: int) -> Path:
@@ -61,7 +50,7 @@ def _start_index(kb: Path) -> subprocess.Popen[bytes]:
 def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> None:
     files = 1145
     kb = _corpus(tmp_path, files)
-    expected = _content(open_kb(_corpus(tmp_path / "clean", files)).index_file)
+    expected = index_content(open_kb(_corpus(tmp_path / "clean", files)).index_file)
     index = Groove.open(kb).index_file
     # Kill points spread over a whole run as long as this machine takes for one.
     started = time.monotonic()
@@ -97,13 +86,13 @@ def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> No
         # The next normal run completes and equals a clean build.
         report = Groove.open(kb).index()
         assert report.documents_total == files
-        assert _content(index) == expected, f"differs from a clean build after kill {round_}"
+        assert index_content(index) == expected, f"differs from a clean build after kill {round_}"
     assert kills >= 4, f"only {kills} runs were still going when killed"
 
 
 def test_doctor_finds_and_repairs_disagreeing_rows(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
-    expected = _content(app.index_file)
+    expected = index_content(app.index_file)
     assert app.doctor().healthy
     conn = app.store.conn
     victim = conn.execute("SELECT id FROM chunks ORDER BY id LIMIT 1").fetchone()[0]
@@ -121,12 +110,12 @@ def test_doctor_finds_and_repairs_disagreeing_rows(notes_kb: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "re-indexed 1 documents" in result.output
     assert Groove.open(notes_kb).doctor().healthy
-    assert _content(app.index_file) == expected
+    assert index_content(app.index_file) == expected
 
 
 def test_doctor_rebuilds_a_damaged_file(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
-    expected = _content(app.index_file)
+    expected = index_content(app.index_file)
     app.close()
     data = bytearray(app.index_file.read_bytes())
     data[:100] = b"\x00" * 100  # destroy the header
@@ -135,7 +124,7 @@ def test_doctor_rebuilds_a_damaged_file(notes_kb: Path) -> None:
     assert not result.healthy
     repaired = app.doctor(repair=True)
     assert repaired.rebuilt
-    assert _content(app.index_file) == expected
+    assert index_content(app.index_file) == expected
 
 
 def test_read_only_index_folder_is_a_clear_error(notes_kb: Path) -> None:
