@@ -211,21 +211,21 @@ class Plugins:
 
     # -- stage hooks (identity default here, in the caller) ----------------------------
 
-    def rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        out = self.pm.hook.groove_rerank(ctx=ctx, hits=hits)
+    def _stage(self, hook: str, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        out = getattr(self.pm.hook, hook)(ctx=ctx, hits=hits)
         return hits if out is None else list(out)
+
+    def rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return self._stage("groove_rerank", ctx, hits)
 
     def diversify(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        out = self.pm.hook.groove_diversify(ctx=ctx, hits=hits)
-        return hits if out is None else list(out)
+        return self._stage("groove_diversify", ctx, hits)
 
     def expand(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        out = self.pm.hook.groove_expand(ctx=ctx, hits=hits)
-        return hits if out is None else list(out)
+        return self._stage("groove_expand", ctx, hits)
 
     def highlight(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        out = self.pm.hook.groove_highlight(ctx=ctx, hits=hits)
-        return hits if out is None else list(out)
+        return self._stage("groove_highlight", ctx, hits)
 
     def implements(self, hook: str) -> list[str]:
         """Names of the registered plugins implementing ``hook``."""

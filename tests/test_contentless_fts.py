@@ -150,16 +150,22 @@ def test_scores_after_edits_equal_a_clean_builds(tmp_path: Path) -> None:
     clean.close()
 
 
+def _as_schema_3(index: Path) -> Any:
+    """Turn ``index`` back into a schema-3 index; its lexical state before migrating."""
+    _make_schema_3(index)
+    old = connect(index)
+    before = _lexical_state(old)
+    old.close()
+    return before
+
+
 def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", FILES)
     app = open_kb(kb, entry_points=False)
     expected_hits = [(h.chunk_id, h.score) for h in app.search("状態管理 system", limit=10).results]
     index = app.index_file
     app.close()
-    _make_schema_3(index)
-    old = connect(index)
-    before = _lexical_state(old)
-    old.close()
+    before = _as_schema_3(index)
     assert "fts_chunks_content" in _tables(index)
 
     store = Store.open(index)  # a search opens it: the migration runs there
@@ -199,10 +205,7 @@ def test_a_kill_during_the_migration_leaves_a_usable_index(tmp_path: Path) -> No
     app = open_kb(kb, entry_points=False)
     index = app.index_file
     app.close()
-    _make_schema_3(index)
-    old = connect(index)
-    before = _lexical_state(old)
-    old.close()
+    before = _as_schema_3(index)
     marker = tmp_path / "marker"
     proc = subprocess.Popen([sys.executable, "-c", _SLOW_MIGRATION, str(index), str(marker)])
     try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -16,6 +17,16 @@ from groove_core.testing import make_kb, open_kb
 FILES = {
     f"n{i:03d}.md": f"# Note {i}\n\ntopic {i % 7} text {i} words {i * 3}\n" for i in range(120)
 }
+
+
+def _indexed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Any, list[int]]:
+    """An index of FILES whose every store keeps a vector matrix, its embedder, and the
+    list the matrix loads are counted in."""
+    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
+    app = open_kb(make_kb(tmp_path / "kb", FILES))
+    index, embedder = app.index_file, app.embedder
+    app.close()
+    return index, embedder, _count_loads(monkeypatch)
 
 
 def test_matrix_and_vec0_return_the_same_neighbours(
@@ -93,12 +104,8 @@ def test_readers_of_one_index_share_one_matrix(
 ) -> None:
     """Each reader thread of `groove serve` has its own connection; one copy of the vectors
     serves them all, and a write gives them one new copy."""
-    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
-    kb = make_kb(tmp_path / "kb", FILES)
-    app = open_kb(kb)
-    index, embedder = app.index_file, app.embedder
-    app.close()
-    loads = _count_loads(monkeypatch)
+    index, embedder, loads = _indexed(tmp_path, monkeypatch)
+    kb = tmp_path / "kb"
     query = embedder.embed_query("topic 3 text")
     zebra = embedder.embed_query("zebra crossing stripes")
     n = 4
@@ -144,12 +151,8 @@ def test_readers_of_one_index_share_one_matrix(
 def test_a_replaced_index_gets_its_own_matrix(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(store_module, "MATRIX_MIN_ROWS", 1)
-    kb = make_kb(tmp_path / "kb", FILES)
-    app = open_kb(kb)
-    index, embedder = app.index_file, app.embedder
-    app.close()
-    loads = _count_loads(monkeypatch)
+    index, embedder, loads = _indexed(tmp_path, monkeypatch)
+    kb = tmp_path / "kb"
     query = embedder.embed_query("topic 3 text")
     before = store_module.Store.open(index)
     before.vector_search(query, 3)
