@@ -27,6 +27,7 @@ from groove_core.models import LegKind, LegResult, SearchHit
 from groove_core.storage import StoreError
 
 if TYPE_CHECKING:
+    from groove_core.plugins import PluginInfo
     from groove_core.storage import IndexStore
 
 T = TypeVar("T")
@@ -86,6 +87,17 @@ def open_kb(
     if index:
         app.index()
     return app
+
+
+def installed_plugin(name: str) -> PluginInfo:
+    """What groove reports of the plugin ``name`` found through its entry point (its
+    distribution, status and hooks), under a default configuration: a plugin's test that
+    it is installed and discovered as published."""
+    from groove_core.config import parse_config
+    from groove_core.plugins import make_plugin_manager
+
+    plugins = make_plugin_manager(parse_config({}))
+    return next(i for i in plugins.infos if i.name == name)
 
 
 def query_context(

@@ -16,7 +16,7 @@ from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
 
 QUERY = "cache invalidation"
 
@@ -47,8 +47,7 @@ def _search(app: Groove, limit: int = 3, **options: object) -> tuple[list[str], 
 
 
 def test_the_plugin_is_discovered_through_its_entry_point() -> None:
-    plugins = make_plugin_manager(parse_config({}))
-    info = next(i for i in plugins.infos if i.name == "mmr")
+    info = installed_plugin("mmr")
     assert (info.distribution, info.status) == ("groove-mmr", "enabled")
     assert info.hooks == (
         "groove_config_sections",

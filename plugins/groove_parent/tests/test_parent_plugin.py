@@ -18,7 +18,7 @@ from groove_core.models import SearchHit
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
 from groove_core.sqlite.store import connect
-from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
 
 
 def _section(name: str, topic: str) -> str:
@@ -60,8 +60,7 @@ def _ranking(hits: tuple[SearchHit, ...]) -> list[tuple[int, float, int, str, in
 
 
 def test_the_plugin_is_discovered_through_its_entry_point() -> None:
-    plugins = make_plugin_manager(parse_config({}))
-    info = next(i for i in plugins.infos if i.name == "parent")
+    info = installed_plugin("parent")
     assert (info.distribution, info.status) == ("groove-parent", "enabled")
     assert info.hooks == ("groove_config_sections", "groove_expand", "groove_stage_switches")
     assert (info.stages, info.off_by_default) == (("parent",), True)

@@ -16,7 +16,7 @@ from groove_core.app import Groove
 from groove_core.config import ConfigError, parse_config
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, check_rerank_stage, make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, check_rerank_stage, installed_plugin, make_kb, open_kb
 
 QUERY = "ranking results"
 
@@ -58,8 +58,7 @@ def _raw_scores(model: Path, app: Groove, query: str, chunk_ids: list[int]) -> l
 
 
 def test_the_plugin_is_discovered_through_its_entry_point() -> None:
-    plugins = make_plugin_manager(parse_config({}))
-    info = next(i for i in plugins.infos if i.name == "reranker")
+    info = installed_plugin("reranker")
     assert (info.distribution, info.status) == ("groove-reranker-bge", "enabled")
     assert info.hooks == (
         "groove_config_sections",
