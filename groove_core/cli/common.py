@@ -1,9 +1,9 @@
 """What every command module shares: one voice for errors, logging to stderr, the KBs named.
 
-The command modules (``cli``, ``mcp.serve``, ``evaluation.cli``, ``kb_cli``, ``get_cmd``,
-``status_cmd``) import this module and nothing of one another, so that none of them sits in
-an import cycle with another. Only click and the standard library load at module level:
-``groove --help`` builds every command and must stay fast.
+The command modules (``get``, ``status``, ``kb``, ``evaluate``, ``serve``) import this
+module and ``options``, not one another; ``main`` assembles them into the ``groove`` group,
+so no command sits in an import cycle with another. Only click and the standard library
+load at module level: ``groove --help`` builds every command and must stay fast.
 """
 
 from __future__ import annotations
