@@ -323,6 +323,26 @@ def call_tools(server: Any, *requests: tuple[str, dict[str, Any]]) -> list[Any]:
     return drive_mcp(server, scenario)
 
 
+def kill_midway(
+    proc: Any, full_run: float, share: float, clock: Callable[[], float] = time.monotonic
+) -> tuple[bool, float]:
+    """SIGKILL the started process ``proc`` (a ``subprocess.Popen``) ``share`` of the way
+    into a run that took ``full_run`` seconds: whether it was still going (killed), and the
+    run length to aim by next (shorter when this one finished first: the machine got
+    faster). The process is reaped either way."""
+    import signal
+
+    began = clock()
+    time.sleep(share * full_run)
+    killed = proc.poll() is None
+    if killed:
+        proc.send_signal(signal.SIGKILL)
+    else:
+        full_run = min(full_run, clock() - began)
+    proc.wait(timeout=60)
+    return killed, full_run
+
+
 def wait_until_listening(proc: Any, port: int, timeout: float = 30.0) -> None:
     """Wait for a server process started by a test to accept connections on loopback
     ``port``; fail with its stderr if it exits first, or after ``timeout`` seconds."""

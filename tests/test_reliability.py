@@ -7,7 +7,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ from groove_core.cli import build_cli
 from groove_core.registry import CONFIG_HOME_ENV, load_registry
 from groove_core.sqlite.store import Store, check_consistency
 from groove_core.storage import StoreError
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import kill_midway, make_kb, open_kb
 from tests.helpers import index_content
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
@@ -63,16 +62,8 @@ def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> No
             break
         if index.parent.exists():
             shutil.rmtree(index.parent)
-        proc = _start_index(kb)
-        began = time.monotonic()
-        time.sleep(rng.uniform(0.25, 0.95) * full_run)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        else:
-            # The machine got faster (load fell since the first run): aim by this run.
-            full_run = min(full_run, time.monotonic() - began)
-        proc.wait(timeout=60)
+        killed, full_run = kill_midway(_start_index(kb), full_run, rng.uniform(0.25, 0.95))
+        kills += killed
         if index.exists():
             try:
                 store = Store.open(index)

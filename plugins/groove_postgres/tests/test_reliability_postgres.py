@@ -28,7 +28,7 @@ from groove_postgres.testing import EmbeddedPostgres, store_toml
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.mcp.server import build_mcp_server
-from groove_core.testing import BILINGUAL, drive_mcp, make_kb, open_kb
+from groove_core.testing import BILINGUAL, drive_mcp, kill_midway, make_kb, open_kb
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 
@@ -93,14 +93,8 @@ def test_sigkill_at_random_points_never_corrupts_the_index(
         if not rebuild:
             _forget(kb)
         proc = _start_index(kb, *(["--rebuild"] if rebuild else []))
-        began = time.monotonic()
-        time.sleep(rng.uniform(0.2, 0.9) * full_run)
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            kills += 1
-        else:
-            full_run = min(full_run, time.monotonic() - began)
-        proc.wait(timeout=60)
+        killed, full_run = kill_midway(proc, full_run, rng.uniform(0.2, 0.9))
+        kills += killed
         app = Groove.open(kb)
         if rebuild:
             # The old index kept serving, whole.
