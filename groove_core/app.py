@@ -48,7 +48,7 @@ class Groove:
     ) -> Groove:
         kb = Path(kb).expanduser()
         if not kb.is_dir():
-            raise ConfigError(f"knowledge base folder {kb} does not exist or is not a folder")
+            raise ConfigError(_no_folder(kb))
         config = load_config(kb, config_path)
         plugins = make_plugin_manager(config, extra=extra_plugins, entry_points=entry_points)
         return cls(kb, config, plugins)
@@ -266,3 +266,19 @@ class DoctorResult:
     @property
     def healthy(self) -> bool:
         return not self.problems and not self.environment
+
+
+def _no_folder(kb: Path) -> str:
+    """Why ``kb`` names no knowledge base: a word that is neither a registered name nor a
+    folder gets the registered names, the likelier thing a user meant."""
+    from groove_core.registry import is_plain_name, load_registry
+
+    message = f"knowledge base folder {kb} does not exist or is not a folder"
+    if not is_plain_name(str(kb)):
+        return message
+    try:
+        names = sorted(load_registry())
+    except ConfigError:
+        return message
+    known = f"registered: {', '.join(names)}" if names else "none is registered"
+    return f"no knowledge base named {str(kb)!r} ({known}) and no folder {kb}"

@@ -4,18 +4,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
 from groove_core import words
-from groove_core.config import MAX_LIMIT
+from groove_core.config import MAX_LIMIT, ConfigError
 from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
 from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
-from groove_core.query import QueryError, parse_query
+from groove_core.query import OptionError, QueryError, parse_query
 from groove_core.query_store import QueryStore
 from groove_core.search_request import SearchArgs, SearchRequest
 from groove_core.weighting import leg_kinds, weigh
@@ -72,9 +72,10 @@ class Searcher:
         config, limit = self.config, request.limit
         limit = config.search.default_limit if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
+            raise OptionError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
         if not request.query.strip():
             raise QueryError("the query is empty")
+        self._check_options(request.options)
         parsed = parse_query(request.query, rarity=self._rarity)
         ctx = QueryContext(
             query=parsed,
@@ -92,6 +93,23 @@ class Searcher:
         ctx = replace(ctx, active_stages=self.plugins.active_stages(ctx))
         pool = self.plugins.pool_size(ctx)
         return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
+
+    def _check_options(self, options: Mapping[str, Any]) -> None:
+        """Refuse an option no enabled plugin provides: ``--mmr`` with the mmr plugin in
+        ``[plugins] disabled`` would otherwise run without the stage and say nothing."""
+        known = {option.name for option in self.plugins.search_options()}
+        unknown = sorted(name for name in options if name not in known)
+        if not unknown:
+            return
+        off = self.plugins.config.plugins.disabled
+        why = (
+            f" ([plugins] disabled in {self.plugins.config.source or 'groove.toml'}: "
+            f"{', '.join(off)})"
+            if off
+            else ""
+        )
+        names = ", ".join(f"--{name.replace('_', '-')}" for name in unknown)
+        raise ConfigError(f"{names}: no enabled plugin provides this option{why}")
 
     def _rarity(self, phrases: Sequence[str]) -> list[int | None]:
         """Chunks holding each phrase's rarest word (the word leg's vocabulary); asked only

@@ -35,8 +35,10 @@ class SqliteBackend:
     #: chunks), and two readers already keep both cores of a laptop busy (docs/benchmarks.md).
     readers = 2
 
-    def __init__(self, path: Path, label: str, public_label: str | None = None) -> None:
-        self.path, self.label = path, label
+    def __init__(
+        self, path: Path, label: str, public_label: str | None = None, kb_name: str = ""
+    ) -> None:
+        self.path, self.label, self.kb_name = path, label, kb_name
         self.public_label = public_label or f"the index file {path.name}"
 
     @property
@@ -59,7 +61,14 @@ class SqliteBackend:
 
     def open(self) -> Store:
         from groove_core.sqlite.store import Store
+        from groove_core.storage import StoreError
 
+        if not self.path.exists() and self.kb_name:
+            # the KB's name, not its folder: this message reaches MCP clients too
+            raise StoreError(
+                f"no index at {self.label} for the knowledge base {self.kb_name!r}: run "
+                "'groove index' on it first"
+            )
         return Store.open(self.path, self.label)
 
     def current(self, store: IndexStore) -> bool:
@@ -212,7 +221,7 @@ def _factory(ctx: BackendContext) -> SqliteBackend:
     else:
         # Over HTTP a machine path tells a stranger how the disk is laid out.
         label, public = str(path), f"the index file {path.name} (outside the knowledge base)"
-    return SqliteBackend(path, label, public)
+    return SqliteBackend(path, label, public, ctx.kb_name)
 
 
 @hookimpl
