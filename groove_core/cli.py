@@ -618,13 +618,15 @@ def _run_search(
 
     from groove_core import search_views as views
     from groove_core.multi_kb import open_kbs, search_kbs
-    from groove_core.pipeline import MAX_LIMIT
+    from groove_core.pipeline import MAX_LIMIT, check_flags
 
     if len(folders) > 1:
         kbs = open_kbs(folders, config_path)
         apps = [kb.app for kb in kbs]
     else:
         apps = [_open(folders[0], config_path)]
+    for app in apps:
+        check_flags(app.plugins, request.options)
     wanted = apps[0].config.search.default_limit if request.limit is None else request.limit
     if by_file:
         request = replace(request, limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT))

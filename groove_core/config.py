@@ -547,7 +547,7 @@ def _known_keys(sections: Sequence[ConfigSection], plugins: set[str]) -> set[str
 
 
 def _did_you_mean(key: str, known: set[str]) -> str:
-    """`` (did you mean [search.mmr]?)`` for a key one typo away from a known one."""
+    """`` (did you mean 'search.fusion.weights'?)`` for a key one typo away from a known one."""
     import difflib
 
     close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)

@@ -75,7 +75,6 @@ class Searcher:
             raise OptionError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
         if not request.query.strip():
             raise QueryError("the query is empty")
-        self._check_options(request.options)
         parsed = parse_query(request.query, rarity=self._rarity)
         ctx = QueryContext(
             query=parsed,
@@ -93,23 +92,6 @@ class Searcher:
         ctx = replace(ctx, active_stages=self.plugins.active_stages(ctx))
         pool = self.plugins.pool_size(ctx)
         return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
-
-    def _check_options(self, options: Mapping[str, Any]) -> None:
-        """Refuse an option no enabled plugin provides: ``--mmr`` with the mmr plugin in
-        ``[plugins] disabled`` would otherwise run without the stage and say nothing."""
-        known = {option.name for option in self.plugins.search_options()}
-        unknown = sorted(name for name in options if name not in known)
-        if not unknown:
-            return
-        off = self.plugins.config.plugins.disabled
-        why = (
-            f" ([plugins] disabled in {self.plugins.config.source or 'groove.toml'}: "
-            f"{', '.join(off)})"
-            if off
-            else ""
-        )
-        names = ", ".join(f"--{name.replace('_', '-')}" for name in unknown)
-        raise ConfigError(f"{names}: no enabled plugin provides this option{why}")
 
     def _rarity(self, phrases: Sequence[str]) -> list[int | None]:
         """Chunks holding each phrase's rarest word (the word leg's vocabulary); asked only
@@ -249,3 +231,22 @@ def unmatched_filter(ctx: QueryContext) -> str | None:
 
 
 __all__ = ["MAX_LIMIT", "QueryError", "Searcher", "hits_for", "low_confidence"]
+
+
+def check_flags(plugins: Plugins, options: Mapping[str, Any]) -> None:
+    """Refuse a command-line flag no enabled plugin of this KB provides. The command line
+    offers the flags of every installed plugin, so the flag of a stage whose plugin is in
+    ``[plugins] disabled`` would otherwise run without the stage and say nothing. (A
+    program calling the core may pass options of its own; only flags are checked.)"""
+    known = {option.name for option in plugins.search_options()}
+    unknown = sorted(name for name in options if name not in known)
+    if not unknown:
+        return
+    off = plugins.config.plugins.disabled
+    why = (
+        f" ([plugins] disabled in {plugins.config.source or 'groove.toml'}: {', '.join(off)})"
+        if off
+        else ""
+    )
+    names = ", ".join(f"--{name.replace('_', '-')}" for name in unknown)
+    raise ConfigError(f"{names}: no enabled plugin provides this option{why}")
