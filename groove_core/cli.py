@@ -81,12 +81,14 @@ def index_cmd(
     """Index every Markdown file under KB: a registered name or a folder (default: the
     current folder, or the indexed KB above it).
 
-    Only new and changed files are embedded; deleted files leave the index. Interrupting
-    a run is safe: the next run continues where it stopped. A subfolder of an indexed KB
-    is refused: index the KB itself.
+    Only new and changed files are embedded; deleted files leave the index. Every changed
+    file is written searchable by its words first, then its chunks are embedded, so a
+    large first index can be searched long before it ends (status and search say how much
+    is embedded). Interrupting a run is safe: the next run continues where it stopped. A
+    subfolder of an indexed KB is refused: index the KB itself.
 
-    Progress goes to stderr: a bar on a terminal (chunks embedded, rate, ETA), otherwise
-    one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
+    Progress goes to stderr: a bar on a terminal (chunks indexed, then embedded, rate,
+    ETA), otherwise one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
     """
     from groove_core.progress import IndexProgressDisplay
 
@@ -143,6 +145,8 @@ def _summary(report: Any) -> str:
     else:
         work = f"nothing to embed ({report.seconds:.2f} s)"
     index = f"index: {report.documents_total} documents, {report.chunks_total} chunks"
+    if report.vectors_pending:
+        index += f" ({report.vectors_pending} not embedded yet: the next run embeds them)"
     copied = f"{report.copied} documents copied with their vectors; " if report.copied else ""
     return f"{copied}{files}; {work}; {index}"
 
@@ -168,6 +172,8 @@ def doctor_cmd(
         click.echo(f"environment: {printable(problem)}")
     for check in result.skipped:
         click.echo(f"skipped: {printable(check)}")
+    for note in result.notes:
+        click.echo(f"note: {printable(note)}")
     if result.healthy:
         checked = " as far as checked" if result.skipped else ""
         click.echo(f"index {printable(app.index_label)} is healthy{checked}")

@@ -18,6 +18,7 @@ from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
 from groove_core.query import OptionError, QueryError, parse_query
 from groove_core.query_store import QueryStore
 from groove_core.search_request import SearchArgs, SearchRequest
+from groove_core.storage import semantic_note
 from groove_core.weighting import leg_kinds, weigh
 
 if TYPE_CHECKING:
@@ -135,14 +136,17 @@ class Searcher:
         return self.run(self.context(query, **args))[0]
 
     def _annotate(self, response: SearchResponse) -> SearchResponse:
-        """Stale hits, and a warning when the index is known to be partial (with a KB)."""
+        """Stale hits, and a warning when the index is known to be partial (with a KB):
+        documents missing, or chunks the vector leg could not see (ADR-0015)."""
         if self.kb is None:
             return response
         response = replace(response, results=tuple(self._mark_stale(response.results)))
-        incomplete = self.store.incomplete()
-        if incomplete is None:
-            return response
-        return replace(response, warnings=(*response.warnings, incomplete))
+        partial = [self.store.incomplete()]
+        pending = self.store.pending_vectors()
+        if pending:
+            partial.append(semantic_note(pending, self.store.counts()["chunks"]))
+        notes = tuple(note for note in partial if note is not None)
+        return replace(response, warnings=(*response.warnings, *notes)) if notes else response
 
     def _mark_stale(self, hits: tuple[SearchHit, ...]) -> list[SearchHit]:
         """Flag hits whose file changed on disk after indexing (one stat per hit)."""

@@ -346,5 +346,7 @@ class Tools:
             changes_on_disk=ChangesOut(**facts["changes_on_disk"]),
             incomplete=facts["incomplete"],
             incomplete_note=facts["incomplete_note"],
+            vectors_pending=facts["vectors_pending"],
+            semantic_note=facts["semantic_note"],
         )
         return result(fit_status(status.model_dump(mode="json"), self.budget))

@@ -164,7 +164,7 @@ class SqliteBackend:
             repair_rows,
             sqlite_errors,
         )
-        from groove_core.storage import IndexEnvironmentError, StoreError
+        from groove_core.storage import IndexEnvironmentError, StoreError, semantic_note
 
         result = Diagnosis()
         try:
@@ -186,6 +186,8 @@ class SqliteBackend:
             result.rebuild = bool(found.integrity)
             incomplete = None if result.rebuild else store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
+            if found.pending and not result.rebuild:
+                result.notes.append(semantic_note(found.pending, store.counts()["chunks"]))
             if repair and not found.integrity and not found.ok and not found.environment:
                 result.reindexed = repair_rows(store, found)
         except sqlite_errors() as err:
@@ -208,6 +210,8 @@ def _describe(found: Consistency) -> list[str]:
         ("chunks without a word-leg row", found.chunks_without_word),
         ("links of documents no longer indexed", found.link_orphans),
         ("chunks whose vector holds NaN or infinity", found.unusable_vectors),
+        ("chunks marked as waiting for a vector that no longer exist", found.pending_orphans),
+        ("chunks both holding a vector and marked as waiting for one", found.pending_with_vec),
     ]:
         if ids:
             problems.append(f"{len(ids)} {label}")
