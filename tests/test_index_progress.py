@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from groove_core.indexer import IndexProgress
-from groove_core.progress import IndexProgressDisplay, bar_line, describe, duration
+from groove_core.progress import (
+    SEARCHABLE_NOTE,
+    IndexProgressDisplay,
+    bar_line,
+    describe,
+    duration,
+)
 from groove_core.testing import make_kb, open_kb
 
 SLOW_PLUGIN = """
@@ -215,3 +221,21 @@ def test_a_reembed_then_an_index_run_each_get_their_own_bar(tmp_path: Path) -> N
     text = out.getvalue()
     assert "re-embedding 100%" in text and "indexing" in text
     assert text.count("\n") == 2  # one line per stage, each ended (nothing to embed after)
+
+
+def test_a_lasting_embedding_stage_says_once_that_searching_works_meanwhile() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    display = IndexProgressDisplay(out, terminal=False, interval=1.0, clock=lambda: now[0])
+    display(_event(1000, 1000, 40, files=8))  # the indexing stage, quick
+    for t in (0.5, 2.0, 4.0, 6.0, 8.0, 10.0):
+        now[0] = t
+        display(IndexProgress("embedding", "", 0, 0, int(t * 5), int(t * 5), 400))
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert lines.count(SEARCHABLE_NOTE) == 1, lines
+    # Said once five seconds of embedding have passed (never in a quick run), before the
+    # line that shows it.
+    assert lines.index(SEARCHABLE_NOTE) == 2, lines
+    assert lines[1].endswith("elapsed 4s") and lines[3].endswith("elapsed 6s"), lines
+    assert "searchable by its words" in SEARCHABLE_NOTE
