@@ -333,9 +333,10 @@ def _text(context: str, content: str) -> str:
     return f"{context}\n{content}" if context else content
 
 
-#: Chunks of changed files written per transaction in the lexical pass. Writing is cheap
-#: (no embedding), so a batch is small enough that a first index is searchable, and a kill
-#: loses, within seconds (docs/benchmarks.md, "First use with a slow embedder").
+#: Chunks of changed files written per transaction in the lexical pass. Without an
+#: embedding to wait for, a batch commits within a fraction of a second: searches see the
+#: files arrive steadily, and a kill loses little (docs/benchmarks.md, "First use with a
+#: slow embedder").
 LEXICAL_BATCH_CHUNKS = 256
 
 
@@ -414,8 +415,9 @@ def embed_pending(
             if previous is not None:
                 store_batch(previous, vectors)
         if in_flight is not None:
+            vectors = in_flight.wait()
             batch, in_flight = in_flight, None
-            store_batch(batch, batch.wait())
+            store_batch(batch, vectors)
     finally:
         # A pass that fails leaves no embedding behind it (the embedder is not shared
         # between threads); what was embedded and not stored is embedded next time.
