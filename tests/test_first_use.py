@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
-from groove_core.indexer import SourceFile, _new_document
+from groove_core.indexer import IndexProgress, SourceFile, _new_document
 from groove_core.mcp.server import build_mcp_server
 from groove_core.status import kb_status
 from groove_core.store import SCHEMA_VERSION, Store, check_consistency, connect
@@ -34,7 +35,7 @@ import time
 
 from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
-from groove_core.indexer import SourceFile, _new_document
+from groove_core.indexer import IndexProgress, SourceFile, _new_document
 
 
 class Slow(HashingEmbedder):
@@ -340,3 +341,21 @@ def test_the_watcher_indexes_an_edit_before_its_vector_pass_ends(tmp_path: Path)
     store = Store.open(watcher.app.index_file)
     assert check_consistency(store).ok and store.pending_vectors() == 0
     store.close()
+
+
+def test_ctrl_c_during_the_vector_pass_keeps_what_was_stored(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+
+    def interrupt(event: IndexProgress) -> None:
+        if event.stage == "embedding" and event.chunks_embedded >= 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        app.index(progress=interrupt)
+    store = Store.open(app.index_file)
+    assert check_consistency(store).ok and store.incomplete() is None
+    assert store.pending_vectors() == 40 - 12
+    store.close()
+    report = Groove.open(kb).index()
+    assert (report.added, report.unchanged, report.chunks_embedded) == (0, 40, 28)
