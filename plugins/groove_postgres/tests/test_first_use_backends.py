@@ -42,7 +42,7 @@ class _Plugin:
 
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("stalled", lambda config: _Stalled(self.gate))]
+        return [EmbedderSpec("stalled", lambda config, settings: _Stalled(self.gate))]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
