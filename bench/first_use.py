@@ -107,7 +107,7 @@ def plugin_env(root: Path, rate: float) -> dict[str, str]:
 
 def state(index: Path) -> dict[str, int]:
     """Documents, chunks, chunks without a vector, and whether a first run is unfinished."""
-    from groove_core.store import connect
+    from groove_core.sqlite.store import connect
 
     if not index.exists():
         return {}

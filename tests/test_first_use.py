@@ -23,8 +23,8 @@ from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
 from groove_core.indexer import IndexProgress, SourceFile, _new_document
 from groove_core.mcp.server import build_mcp_server
+from groove_core.sqlite.store import SCHEMA_VERSION, Store, check_consistency, connect
 from groove_core.status import kb_status
-from groove_core.store import SCHEMA_VERSION, Store, check_consistency, connect
 from groove_core.testing import call_tools, make_kb
 from groove_core.watch import Watcher
 
@@ -35,7 +35,6 @@ import time
 
 from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
-from groove_core.indexer import IndexProgress, SourceFile, _new_document
 
 
 class Slow(HashingEmbedder):

@@ -11,14 +11,14 @@ from typing import Any
 
 import numpy as np
 import pytest
-from groove_postgres.testing import BILINGUAL, store_toml
+from groove_postgres.testing import store_toml
 
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
 from groove_core.status import kb_status
-from groove_core.store import StoreError
-from groove_core.testing import make_kb
+from groove_core.storage import StoreError
+from groove_core.testing import BILINGUAL, make_kb
 
 
 class _Stalled(HashingEmbedder):
