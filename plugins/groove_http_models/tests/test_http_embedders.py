@@ -252,7 +252,7 @@ def test_the_key_stays_out_of_messages_logs_index_and_history(
         build_cli(None), ["eval", "--kb", str(kb_dir), "--stage", "full", "--json"]
     )
     assert result.exit_code == 0, result.output
-    history = (kb_dir / ".groove-eval-history.json").read_text()
+    history = (kb_dir / ".groove" / "eval-history.json").read_text()
     fingerprint = json.loads(result.output)["runs"][0]["fingerprint"]
     assert fingerprint["embedder"] == f"http:{MODEL}:64"
     assert "plugin.http_models" in fingerprint  # the settings that change results stay
