@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -48,7 +48,7 @@ class Groove:
     ) -> Groove:
         kb = Path(kb).expanduser()
         if not kb.is_dir():
-            raise ConfigError(f"knowledge base folder {kb} does not exist or is not a folder")
+            raise ConfigError(_no_folder(kb))
         config = load_config(kb, config_path)
         plugins = make_plugin_manager(config, extra=extra_plugins, entry_points=entry_points)
         return cls(kb, config, plugins)
@@ -138,12 +138,16 @@ class Groove:
         reembed: bool = False,
         copy_from: str | None = None,
         progress: ProgressFn | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> IndexReport:
         """Index the KB incrementally. ``rebuild`` builds a new index beside the old one
         and ``reembed`` re-embeds a copy of it with the configured embedder (after a change
         of embedder), ``copy_from`` copies the KB's index in another backend (vectors
         included); each swaps the new one in only when complete, so a failed or killed
-        run changes nothing and the old index serves searches meanwhile."""
+        run changes nothing and the old index serves searches meanwhile. An update writes
+        every changed file searchable first and embeds it after (ADR-0015); ``stop``, asked
+        between batches of that vector pass, ends it early, leaving the rest to the next
+        run."""
         if sum([rebuild, reembed, copy_from is not None]) > 1:
             raise ConfigError("--rebuild, --reembed and --copy-from exclude each other: give one")
         self.close()
@@ -151,7 +155,9 @@ class Groove:
         if copy_from is not None:
             return self._copy_from(copy_from, progress)
         mode: BuildMode = "rebuild" if rebuild else "reembed" if reembed else "update"
-        return self.backend.build(lambda store: self._run_indexer(store, mode, progress), mode)
+        return self.backend.build(
+            lambda store: self._run_indexer(store, mode, progress, stop), mode
+        )
 
     def _copy_from(self, name: str, progress: ProgressFn | None) -> IndexReport:
         """Rebuild this KB's index from its index in the backend ``name`` (vectors copied,
@@ -182,7 +188,11 @@ class Groove:
         return self.backend.build(work, "rebuild")
 
     def _run_indexer(
-        self, store: IndexStore, mode: BuildMode, progress: ProgressFn | None
+        self,
+        store: IndexStore,
+        mode: BuildMode,
+        progress: ProgressFn | None,
+        stop: Callable[[], bool] | None = None,
     ) -> IndexReport:
         """The indexer over an open, writable index; a re-embed first replaces every stored
         vector with the configured embedder's."""
@@ -194,7 +204,7 @@ class Groove:
             batch = self.config.embedder.batch_size
             embedded = reembed_chunks(store, self.embedder, batch, progress)
         spent = time.perf_counter() - started
-        report = Indexer(self.kb, self.config, store, self.embedder, progress).run()
+        report = Indexer(self.kb, self.config, store, self.embedder, progress, stop).run()
         report.chunks_embedded += embedded
         report.seconds += spent
         report.embed_seconds += spent
@@ -212,7 +222,12 @@ class Groove:
         self.backend.tidy(strict=False)
         found = self.backend.diagnose(repair=repair)
         result = DoctorResult(
-            found.problems, found.environment, found.rebuild, found.reindexed, skipped=found.skipped
+            found.problems,
+            found.environment,
+            found.rebuild,
+            found.reindexed,
+            skipped=found.skipped,
+            notes=found.notes,
         )
         if repair and result.problems and not result.environment:
             try:
@@ -262,7 +277,25 @@ class DoctorResult:
     report: IndexReport | None = None
     #: Checks left out because they write and the index is read-only (not a problem).
     skipped: list[str] = field(default_factory=list)
+    #: What is not a problem but worth knowing (chunks still waiting for a vector).
+    notes: list[str] = field(default_factory=list)
 
     @property
     def healthy(self) -> bool:
         return not self.problems and not self.environment
+
+
+def _no_folder(kb: Path) -> str:
+    """Why ``kb`` names no knowledge base: a word that is neither a registered name nor a
+    folder gets the registered names, the likelier thing a user meant."""
+    from groove_core.registry import is_plain_name, load_registry
+
+    message = f"knowledge base folder {kb} does not exist or is not a folder"
+    if not is_plain_name(str(kb)):
+        return message
+    try:
+        names = sorted(load_registry())
+    except ConfigError:
+        return message
+    known = f"registered: {', '.join(names)}" if names else "none is registered"
+    return f"no knowledge base named {str(kb)!r} ({known}) and no folder {kb}"

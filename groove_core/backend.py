@@ -64,6 +64,8 @@ class Diagnosis:
     skipped: list[str] = field(default_factory=list)
     rebuild: bool = False  # the index itself is damaged: only a rebuild repairs it
     reindexed: list[str] = field(default_factory=list)  # paths the check already repaired
+    #: What users should know that is not a problem (chunks still waiting for a vector).
+    notes: list[str] = field(default_factory=list)
 
 
 class IndexBackend(Protocol):

@@ -462,7 +462,12 @@ def resolve_settings(
             found = "; ".join(validation_problems(err, section.path))
             raise ConfigError(f"invalid {section.label} in {source}: {found}") from None
     known = set(plugin_names)
-    problems = [_unclaimed_problem(k, v) for k, v in unclaimed.items() if not _dormant(k, known)]
+    spelled = _known_keys(sections, known)
+    problems = [
+        _unclaimed_problem(k, v) + _did_you_mean(k, spelled)
+        for k, v in unclaimed.items()
+        if not _dormant(k, known)
+    ]
     if problems:
         hint = (
             "`groove plugins list` shows the installed plugins; one in a groove checkout "
@@ -529,6 +534,26 @@ def _core_keys(table: str) -> set[str]:
 def _dormant(key: str, plugins: set[str]) -> bool:
     """A ``[plugin.NAME]`` table of a known plugin that did not load (disabled)."""
     return key.startswith("plugin.") and key.removeprefix("plugin.") in plugins
+
+
+def _known_keys(sections: Sequence[ConfigSection], plugins: set[str]) -> set[str]:
+    """Every table and dotted key groove.toml may hold here: the core's, the enabled
+    plugins' sections', and ``plugin.NAME`` of each known plugin."""
+    tables = set(core_tables()) | {s.path for s in sections if s.path}
+    tables |= {f"plugin.{name}" for name in plugins}
+    keys = {f"{t}.{k}" if t else k for t in core_tables() for k in _core_keys(t)}
+    for section in sections:
+        prefix = f"{section.path}." if section.path else ""
+        keys |= {prefix + k for k in _keys(section.model)}
+    return (tables | keys) - {""}
+
+
+def _did_you_mean(key: str, known: set[str]) -> str:
+    """`` (did you mean 'search.fusion.weights'?)`` for a key one typo away from a known one."""
+    import difflib
+
+    close = difflib.get_close_matches(key, sorted(known), n=1, cutoff=0.8)
+    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 def _unclaimed_problem(key: str, value: Any) -> str:

@@ -124,11 +124,11 @@ class QueryContext:
         Raises QueryError for a value that is not true/false (an MCP client can send any
         JSON), so every stage rejects bad switches with the same message.
         """
-        from groove_core.query import QueryError
+        from groove_core.query import OptionError
 
         given = self.options.get(name)
         if given is not None and not isinstance(given, bool):
-            raise QueryError(f"option {name!r} must be true or false, got {given!r}")
+            raise OptionError(f"option {name!r} must be true or false, got {given!r}")
         return given
 
     def active(self, stage: str) -> bool:

@@ -1,9 +1,11 @@
-"""Walk a KB, chunk what changed, embed in batches, write each batch in one transaction.
+"""Walk a KB, chunk what changed, write it searchable, then embed it in batches.
 
-Crash safety comes from the unit of work: a batch of whole files is written in a single
-transaction after its vectors exist, so a kill at any point leaves every document either
-as it was or fully replaced, and the next run simply continues. Unchanged files are found
-by size + mtime first, then by content hash, and are never re-embedded.
+Two passes (ADR-0015): every changed file is written first with its chunks and lexical
+rows and no vectors, a batch of whole files per transaction; then the chunks without a
+vector are embedded and stored, a batch per transaction. A kill at any point leaves every
+document either as it was or fully replaced, and every chunk with its vector or marked as
+waiting for one; the next run simply continues. Unchanged files are found by size + mtime
+first, then by content hash, and are never re-embedded.
 """
 
 from __future__ import annotations
@@ -42,21 +44,23 @@ ALWAYS_IGNORED_DIRS = frozenset({".git", "node_modules", ".hg", ".svn", "__pycac
 
 @dataclass(frozen=True)
 class IndexProgress:
-    """Where an index run stands, reported after each file and after each embedded batch.
+    """Where an index run stands, reported after each file and after each stored batch.
 
     ``work_done`` / ``work_total`` measure what is left to do: bytes of the files whose
-    size or modification time changed (indexing), or chunks (re-embedding). Unchanged files
-    cost nothing and count in neither, so the fraction (and an ETA drawn from it) follows
-    the embedding work rather than the number of files.
+    size or modification time changed (indexing), or chunks (embedding, re-embedding).
+    Unchanged files cost nothing and count in neither, so the fraction (and an ETA drawn
+    from it) follows the work rather than the number of files.
     """
 
-    stage: str  # "indexing" or "re-embedding"
+    stage: str  # "indexing" (files, lexical rows), "embedding" or "re-embedding"
     path: str  # the file just visited ("" for a batch event)
     files_done: int
     files_total: int
     chunks_embedded: int
     work_done: int
     work_total: int
+    #: Chunks written with their lexical rows (the "indexing" stage; ADR-0015).
+    chunks_indexed: int = 0
 
 
 ProgressFn = Callable[[IndexProgress], None]
@@ -78,6 +82,10 @@ class IndexReport:
     seconds: float = 0.0
     embed_seconds: float = 0.0
     copied: int = 0  # documents copied from another backend (``index --copy-from``)
+    #: Seconds from the start until every document was searchable by its words.
+    searchable_seconds: float = 0.0
+    #: Chunks left without a vector (a vector pass stopped early): the next run embeds them.
+    vectors_pending: int = 0
 
     @property
     def chunks_per_second(self) -> float:
@@ -102,6 +110,8 @@ class IndexReport:
             "embed_seconds": round(self.embed_seconds, 3),
             "chunks_per_second": round(self.chunks_per_second, 1),
             "embed_chunks_per_second": round(self.embed_chunks_per_second, 1),
+            "searchable_seconds": round(self.searchable_seconds, 3),
+            "vectors_pending": self.vectors_pending,
             **({"copied": self.copied} if self.copied else {}),
         }
 
@@ -323,6 +333,13 @@ def _text(context: str, content: str) -> str:
     return f"{context}\n{content}" if context else content
 
 
+#: Chunks of changed files written per transaction in the lexical pass. Without an
+#: embedding to wait for, a batch commits within a fraction of a second: searches see the
+#: files arrive steadily, and a kill loses little (docs/benchmarks.md, "First use with a
+#: slow embedder").
+LEXICAL_BATCH_CHUNKS = 256
+
+
 def reembed(
     store: IndexStore, embedder: Embedder, batch_size: int, progress: ProgressFn | None = None
 ) -> int:
@@ -330,25 +347,91 @@ def reembed(
     files are not read again). Meant for a copy of the index: until it ends, the copy
     holds only some vectors. Returns the number of chunks embedded."""
     store.forget_vectors()
-    total = store.counts()["chunks"]
-    done, after = 0, 0
-    while rows := store.chunk_texts(after, batch_size):
-        vectors = embedder.embed_documents([_text(ctx, content) for _, ctx, content in rows])
-        vectors = checked_vectors(
-            vectors, len(rows), embedder.dim, embedder.identity, lambda i: f"chunk #{rows[i][0]}"
-        )
-        store.bind_embedder(embedder.identity, embedder.dim)
-        store.write_vectors([r[0] for r in rows], vectors)
-        done, after = done + len(rows), rows[-1][0]
-        if progress is not None:
-            progress(IndexProgress("re-embedding", "", 0, 0, done, done, total))
+    passed = embed_pending(store, embedder, batch_size, stage="re-embedding", progress=progress)
     # An empty index still records its new embedder, so searching it is allowed.
     store.bind_embedder(embedder.identity, embedder.dim)
-    return done
+    return passed.embedded
+
+
+@dataclass
+class VectorPass:
+    """What one pass over the chunks without a vector did."""
+
+    embedded: int = 0
+    seconds: float = 0.0  # spent embedding (in the embedding thread)
+    warnings: list[tuple[str, str]] = field(default_factory=list)
+
+
+def embed_pending(
+    store: IndexStore,
+    embedder: Embedder,
+    batch_size: int,
+    *,
+    stage: str = "embedding",
+    progress: ProgressFn | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> VectorPass:
+    """Embed the chunks that have no vector yet, ``batch_size`` at a time, each batch
+    stored in one transaction (ADR-0015): a kill loses at most the batches not yet
+    stored, and the next run goes on from there. ``stop`` is asked between batches (the
+    watcher's way to index an edit first); the chunks left wait for the next pass.
+
+    A batch is embedded in a thread while the one before it is stored here, in the
+    store's thread: one embedding at a time, and the run costs little more than its
+    embedding (docs/benchmarks.md, issue #17, "Second round")."""
+    passed = VectorPass()
+    total = store.pending_vectors()
+    after = 0
+    in_flight: _Batch | None = None
+
+    def store_batch(batch: _Batch, vectors: Any) -> None:
+        passed.seconds += batch.seconds
+        # Read in the embedding thread: an embedder may embed a probe to learn its
+        # dimension, and the next batch is embedding now.
+        store.bind_embedder(batch.identity, batch.dim)
+        passed.embedded += store.fill_vectors(batch.rows, vectors)
+        for row in batch.zeros:
+            path, number = batch.chunk(row)
+            passed.warnings.append((path, f"{ZERO_VECTOR} for chunk {number}"))
+        if progress is not None:
+            done = passed.embedded
+            progress(IndexProgress(stage, "", 0, 0, done, done, max(total, done)))
+
+    try:
+        while stop is None or not stop():
+            rows = store.pending_chunks(after, batch_size)
+            if not rows:
+                break
+            after = rows[-1][0]
+            # Where each chunk is, for messages (read here: the store is this thread's).
+            found = store.chunk_rows([r[0] for r in rows])
+            batch = _Batch(rows, {i: (c.path, c.ordinal + 1) for i, c in found.items()})
+            # The batch stays in flight until its embedding has ended: interrupted while
+            # waiting, the finally below still waits for it (never two embeddings at once).
+            previous = in_flight
+            vectors = previous.wait() if previous is not None else None
+            batch.embed(embedder, batch_size)
+            in_flight = batch
+            if previous is not None:
+                store_batch(previous, vectors)
+        if in_flight is not None:
+            vectors = in_flight.wait()
+            batch, in_flight = in_flight, None
+            store_batch(batch, vectors)
+    finally:
+        # A pass that fails leaves no embedding behind it (the embedder is not shared
+        # between threads); what was embedded and not stored is embedded next time.
+        if in_flight is not None:
+            in_flight.join()
+    return passed
 
 
 class Indexer:
-    """One index run over ``kb`` into ``store`` with ``embedder``."""
+    """One index run over ``kb`` into ``store`` with ``embedder``: every changed file's
+    chunks and lexical rows first, committed a batch at a time, then their vectors
+    (:func:`embed_pending`), so a first index is searchable by its words long before a
+    slow embedder is done (ADR-0015). ``stop`` ends the vector pass early (between
+    batches); what it leaves is embedded by the next run."""
 
     def __init__(
         self,
@@ -357,21 +440,22 @@ class Indexer:
         store: IndexStore,
         embedder: Embedder,
         progress: ProgressFn | None = None,
+        stop: Callable[[], bool] | None = None,
     ) -> None:
         self.kb = kb
         self.config = config
         self.store = store
         self.embedder = embedder
         self.progress = progress or (lambda _event: None)
+        self.stop = stop
         self.report = IndexReport()
         self._pending: list[tuple[NewDocument, bool]] = []
         self._pending_chunks = 0
         self._pending_bytes = 0
-        # The batch being embedded while the previous one is written (_flush).
-        self._in_flight: _Batch | None = None
         # Bytes of the files that need reading (size or mtime changed), and of those done.
         self._work_total = 0
         self._work_done = 0
+        self._chunks_indexed = 0
         self._files = (0, 0)  # files visited, files found
         # An Obsidian vault keeps its settings in .obsidian/ at its root, which may be a
         # folder above the KB's (dialect "auto").
@@ -388,22 +472,14 @@ class Indexer:
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
-        try:
-            for done, src in enumerate(files, start=1):
-                reason = self._visit(src, states.get(src.rel), touched)
-                if reason is None:
-                    kept.add(src.rel)
-                else:
-                    self.report.skipped.append((src.rel, reason))
-                self._report_progress(src.rel, done, len(files))
-            self._flush()
-            self._write_in_flight()
-        finally:
-            # A run that fails leaves no embedding behind it (the embedder is not shared
-            # between threads); what was embedded and not written is indexed next time.
-            if self._in_flight is not None:
-                self._in_flight.join()
-                self._in_flight = None
+        for done, src in enumerate(files, start=1):
+            reason = self._visit(src, states.get(src.rel), touched)
+            if reason is None:
+                kept.add(src.rel)
+            else:
+                self.report.skipped.append((src.rel, reason))
+            self._report_progress(src.rel, done, len(files))
+        self._flush()
         if touched:
             self.store.touch_documents(touched)
         # A file that can no longer be indexed leaves the index like a deleted one: its old
@@ -412,9 +488,23 @@ class Indexer:
         if removed:
             self.store.delete_documents(removed)
         self.report.removed = len(removed)
-        # After the last write: a kill before this leaves the mark, never a false "complete".
+        # After the last file is written: a kill before this leaves the mark, never a false
+        # "complete". Every document is searchable from here; vectors may still be missing,
+        # which the index says for itself (pending_vectors).
         self.store.end_run()
         self._note_dropped(states)
+        self.report.searchable_seconds = time.perf_counter() - started
+        passed = embed_pending(
+            self.store,
+            self.embedder,
+            self.config.embedder.batch_size,
+            progress=self.progress,
+            stop=self.stop,
+        )
+        self.report.chunks_embedded += passed.embedded
+        self.report.embed_seconds += passed.seconds
+        self.report.warnings.extend(passed.warnings)
+        self.report.vectors_pending = self.store.pending_vectors()
         counts = self.store.counts()
         self.report.documents_total = counts["documents"]
         self.report.chunks_total = counts["chunks"]
@@ -431,6 +521,7 @@ class Indexer:
             self.report.chunks_embedded,
             self._work_done,
             self._work_total,
+            self._chunks_indexed,
         )
         self.progress(event)
 
@@ -456,7 +547,7 @@ class Indexer:
             self._pending_bytes += src.size
         else:
             self._work_done += src.size
-        if self._pending_chunks >= self.config.embedder.batch_size:
+        if self._pending_chunks >= LEXICAL_BATCH_CHUNKS:
             self._flush()
         return reason
 
@@ -490,65 +581,33 @@ class Indexer:
         return None
 
     def _flush(self) -> None:
-        """Hand the pending files' chunks to the embedder, in a thread, and write the batch
-        embedded before them meanwhile: writing (here, in the store's thread) overlaps the
-        next embedding, and a run costs little more than its embedding (docs/benchmarks.md,
-        issue #17, "Second round"). One batch is embedded at a time; each is written in one
-        transaction, in order."""
+        """Write the queued files, chunks and lexical rows, without vectors, in one
+        transaction: searchable by their words from here on."""
         if not self._pending:
             return
-        batch = _Batch(
-            self._pending,
-            self._pending_bytes,
-            [embedding_text(c) for doc, _ in self._pending for c in doc.chunks],
-        )
-        self._pending = []
-        self._pending_chunks = 0
-        self._pending_bytes = 0
-        # The batch stays in flight until its embedding has ended: interrupted while
-        # waiting, the run's finally still waits for it (never two embeddings at once).
-        previous = self._in_flight
-        vectors = previous.wait() if previous is not None else None
-        batch.embed(self.embedder, self.config.embedder.batch_size)
-        self._in_flight = batch
-        if previous is not None:
-            self._write(previous, vectors)
-
-    def _write_in_flight(self) -> None:
-        """Wait for the batch being embedded and write it."""
-        batch = self._in_flight
-        if batch is not None:
-            vectors = batch.wait()
-            self._in_flight = None
-            self._write(batch, vectors)
-
-    def _write(self, batch: _Batch, vectors: Any) -> None:
-        """Write one embedded batch (one transaction)."""
-        self.report.embed_seconds += batch.seconds
-        # Read in the embedding thread: an embedder may embed a probe to learn its
-        # dimension, and the next batch is embedding now.
-        self.store.bind_embedder(batch.identity, batch.dim)
-        self.store.write_documents([doc for doc, _ in batch.docs], vectors)
-        for row in batch.zeros:
-            path, number = batch.chunk(row)
-            self.report.warnings.append((path, f"{ZERO_VECTOR} for chunk {number}"))
-        for _doc, is_new in batch.docs:
+        self.store.write_documents([doc for doc, _ in self._pending], None)
+        for _doc, is_new in self._pending:
             if is_new:
                 self.report.added += 1
             else:
                 self.report.changed += 1
-        self.report.chunks_embedded += len(batch.texts)
-        self._work_done += batch.size
+        self._chunks_indexed += self._pending_chunks
+        self._work_done += self._pending_bytes
+        self._pending = []
+        self._pending_chunks = 0
+        self._pending_bytes = 0
         self._report_progress("", *self._files)
 
 
 class _Batch:
-    """Files waiting to be written, and their chunks' embedding in a thread of its own."""
+    """Chunks ``(id, context, content)`` and their embedding in a thread of its own."""
 
-    def __init__(self, docs: list[tuple[NewDocument, bool]], size: int, texts: list[str]) -> None:
-        self.docs = docs
-        self.size = size  # bytes of the files
-        self.texts = texts
+    def __init__(
+        self, rows: list[tuple[int, str, str]], places: dict[int, tuple[str, int]]
+    ) -> None:
+        self.rows = rows
+        self.places = places  # chunk id -> (file, chunk number from 1)
+        self.texts = [_text(context, content) for _, context, content in rows]
         self.seconds = 0.0
         self.identity = ""
         self.dim = 0
@@ -583,11 +642,8 @@ class _Batch:
 
     def chunk(self, row: int) -> tuple[str, int]:
         """The file and the chunk (numbered from 1) of the ``row``-th text."""
-        for doc, _ in self.docs:
-            if row < len(doc.chunks):
-                return doc.path, row + 1
-            row -= len(doc.chunks)
-        raise IndexError(row)
+        chunk_id = self.rows[row][0]
+        return self.places.get(chunk_id, (f"chunk #{chunk_id}", 0))
 
     def label(self, row: int) -> str:
         path, number = self.chunk(row)

@@ -4,20 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Unpack
+from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
 from groove_core import words
-from groove_core.config import MAX_LIMIT
+from groove_core.config import MAX_LIMIT, ConfigError
 from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, rrf
 from groove_core.logs import get_logger
 from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
-from groove_core.query import QueryError, parse_query
+from groove_core.query import OptionError, QueryError, parse_query
 from groove_core.query_store import QueryStore
 from groove_core.search_request import SearchArgs, SearchRequest
+from groove_core.storage import semantic_note
 from groove_core.weighting import leg_kinds, weigh
 
 if TYPE_CHECKING:
@@ -72,7 +73,7 @@ class Searcher:
         config, limit = self.config, request.limit
         limit = config.search.default_limit if limit is None else limit
         if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LIMIT:
-            raise QueryError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
+            raise OptionError(f"limit must be an integer between 1 and {MAX_LIMIT}, got {limit!r}")
         if not request.query.strip():
             raise QueryError("the query is empty")
         parsed = parse_query(request.query, rarity=self._rarity)
@@ -135,14 +136,17 @@ class Searcher:
         return self.run(self.context(query, **args))[0]
 
     def _annotate(self, response: SearchResponse) -> SearchResponse:
-        """Stale hits, and a warning when the index is known to be partial (with a KB)."""
+        """Stale hits, and a warning when the index is known to be partial (with a KB):
+        documents missing, or chunks the vector leg could not see (ADR-0015)."""
         if self.kb is None:
             return response
         response = replace(response, results=tuple(self._mark_stale(response.results)))
-        incomplete = self.store.incomplete()
-        if incomplete is None:
-            return response
-        return replace(response, warnings=(*response.warnings, incomplete))
+        partial = [self.store.incomplete()]
+        pending = self.store.pending_vectors()
+        if pending:
+            partial.append(semantic_note(pending, self.store.counts()["chunks"]))
+        notes = tuple(note for note in partial if note is not None)
+        return replace(response, warnings=(*response.warnings, *notes)) if notes else response
 
     def _mark_stale(self, hits: tuple[SearchHit, ...]) -> list[SearchHit]:
         """Flag hits whose file changed on disk after indexing (one stat per hit)."""
@@ -233,4 +237,23 @@ def unmatched_filter(ctx: QueryContext) -> str | None:
     return f"{UNMATCHED_FILTER} {' and '.join(named)}"
 
 
-__all__ = ["QueryError", "Searcher", "hits_for", "low_confidence"]
+__all__ = ["QueryError", "Searcher", "check_flags", "hits_for", "low_confidence"]
+
+
+def check_flags(plugins: Plugins, options: Mapping[str, Any]) -> None:
+    """Refuse a command-line flag no enabled plugin of this KB provides. The command line
+    offers the flags of every installed plugin, so the flag of a stage whose plugin is in
+    ``[plugins] disabled`` would otherwise run without the stage and say nothing. (A
+    program calling the core may pass options of its own; only flags are checked.)"""
+    known = {option.name for option in plugins.search_options()}
+    unknown = sorted(name for name in options if name not in known)
+    if not unknown:
+        return
+    off = plugins.config.plugins.disabled
+    why = (
+        f" ([plugins] disabled in {plugins.config.source or 'groove.toml'}: {', '.join(off)})"
+        if off
+        else ""
+    )
+    names = ", ".join(f"--{name.replace('_', '-')}" for name in unknown)
+    raise ConfigError(f"{names}: no enabled plugin provides this option{why}")

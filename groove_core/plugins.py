@@ -155,7 +155,7 @@ class Plugins:
     def active_stages(self, ctx: QueryContext) -> frozenset[str]:
         """The optional stages that run for ``ctx``: each switch's ``decide``, else the
         query's option, else groove.toml (raises QueryError for a stage that cannot run)."""
-        from groove_core.query import QueryError
+        from groove_core.query import OptionError
 
         active = set()
         for switch in self.stage_switches():
@@ -166,7 +166,7 @@ class Plugins:
                 on = self.default_on(switch) if given is None else given
                 needs = switch.requires
                 if on and needs is not None and self.settings.value(needs) is None:
-                    raise QueryError(
+                    raise OptionError(
                         f"option {switch.name!r} needs {self.settings.describe(needs)} "
                         "set in groove.toml"
                     )

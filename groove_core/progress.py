@@ -1,8 +1,10 @@
 """How ``groove index`` shows its progress: a bar on a terminal, a line every few seconds
 otherwise (a log, a pipe, CI), so a long run is never silent and never floods the log.
 
-Both say the same things: chunks embedded, the embedding rate, how far the run is (by the
-bytes of changed files, or chunks when re-embedding) and an ETA drawn from that fraction.
+Both say the same things: chunks indexed (the first stage, which makes every changed file
+searchable by its words) or embedded (the second, ADR-0015), the rate, how far the stage
+is (by the bytes of changed files, or chunks when embedding) and an ETA drawn from that
+fraction. An embedding stage that lasts says once that searching works meanwhile.
 """
 
 from __future__ import annotations
@@ -23,6 +25,14 @@ INTERVAL_ENV = "GROOVE_PROGRESS_INTERVAL"
 #: Seconds between two redraws of the bar: often enough to look alive, rarely enough to be
 #: cheap on a slow terminal.
 BAR_REDRAW = 0.1
+#: After this many seconds of embedding, the display says once that the KB is searchable
+#: meanwhile (a quick run is not told what it does not need to know).
+SEARCHABLE_NOTE_AFTER = 5.0
+#: That line.
+SEARCHABLE_NOTE = (
+    "every file is searchable by its words now; semantic search covers each chunk once it "
+    "is embedded (interrupting is safe: the next 'groove index' goes on from there)"
+)
 
 
 def line_interval() -> float:
@@ -68,6 +78,7 @@ class IndexProgressDisplay:
         self._last_shown: float | None = None
         self._unshown: tuple[IndexProgress, float] | None = None
         self._bar_drawn = False
+        self._noted = False
 
     def __call__(self, event: IndexProgress) -> None:
         now = self.clock()
@@ -90,6 +101,10 @@ class IndexProgressDisplay:
             return
         event, elapsed = self._unshown
         self._unshown = None
+        if event.stage == "embedding" and elapsed >= SEARCHABLE_NOTE_AFTER and not self._noted:
+            self._noted = True
+            # On its own line, above the bar (redrawn below it).
+            self.stream.write(("\r\x1b[K" if self._bar_drawn else "") + SEARCHABLE_NOTE + "\n")
         if self.terminal:
             width = terminal_width(self.stream)
             self.stream.write("\r" + bar_line(event, elapsed, width) + "\x1b[K")
@@ -139,16 +154,25 @@ def _eta(event: IndexProgress, elapsed: float) -> str | None:
     return duration(elapsed * (1 - done) / done)
 
 
+def _chunks(event: IndexProgress) -> tuple[int, str]:
+    """The chunks the stage has done, and what it did to them."""
+    if event.stage == "indexing":
+        return event.chunks_indexed, "indexed"
+    return event.chunks_embedded, "embedded"
+
+
 def _rate(event: IndexProgress, elapsed: float) -> float:
-    return event.chunks_embedded / elapsed if elapsed > 0 else 0.0
+    return _chunks(event)[0] / elapsed if elapsed > 0 else 0.0
 
 
 def describe(event: IndexProgress, elapsed: float) -> str:
-    """One line for a log: ``indexing 42% | 1200 chunks embedded, 85.3 chunks/s |
-    120/400 files | ETA 1m20s | elapsed 1m34s``."""
+    """One line for a log: ``indexing 42% | 1200 chunks indexed, 850.3 chunks/s |
+    120/400 files | ETA 20s | elapsed 14s``, then ``embedding 3% | 300 chunks embedded,
+    5.1 chunks/s | ETA 31m40s | elapsed 59s``."""
     done = fraction(event)
     parts = [event.stage if done is None else f"{event.stage} {done:.0%}"]
-    parts.append(f"{event.chunks_embedded} chunks embedded, {_rate(event, elapsed):.1f} chunks/s")
+    count, verb = _chunks(event)
+    parts.append(f"{count} chunks {verb}, {_rate(event, elapsed):.1f} chunks/s")
     if event.files_total:
         parts.append(f"{event.files_done}/{event.files_total} files")
     eta = _eta(event, elapsed)
@@ -168,7 +192,7 @@ def bar_line(event: IndexProgress, elapsed: float, width: int) -> str:
     head = f"[{'#' * filled}{'-' * (cells - filled)}] {event.stage} {done:.0%}"
     eta = _eta(event, elapsed)
     parts = [head if eta is None else f"{head} ETA {eta}"]
-    parts.append(f"{event.chunks_embedded} chunks, {_rate(event, elapsed):.1f}/s")
+    parts.append(f"{_chunks(event)[0]} chunks, {_rate(event, elapsed):.1f}/s")
     if event.files_total:
         parts.append(f"{event.files_done}/{event.files_total} files")
     return " | ".join(parts)[: max(width - 1, 1)]

@@ -61,6 +61,12 @@ class QueryError(GrooveError, ValueError):
     """A query that must not run (e.g. one made only of exclusions)."""
 
 
+class OptionError(QueryError):
+    """A search that must not run because of one of its options or the settings they need
+    (a limit out of range, a stage without its model), not of the query's words: messages
+    say so instead of calling the query invalid."""
+
+
 @dataclass(frozen=True)
 class QueryWarning:
     """Something the compiler had to leave out; surfaced so that no loss is silent."""

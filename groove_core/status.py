@@ -19,9 +19,10 @@ if TYPE_CHECKING:
 
 
 def kb_status(app: Groove) -> dict[str, Any]:
-    """Documents, chunks, embedder, index size, last run, changes on disk since, and
-    whether an index run is unfinished. Raises StoreError only for an index that cannot be
-    read at all (damaged, newer schema); a missing index is ``indexed: False``."""
+    """Documents, chunks, embedder, index size, last run, changes on disk since, whether
+    an index run is unfinished, and how many chunks still wait for a vector. Raises
+    StoreError only for an index that cannot be read at all (damaged, newer schema); a
+    missing index is ``indexed: False``."""
     out: dict[str, Any] = {
         "kb": str(app.kb.resolve()),
         "index_file": app.index_label,
@@ -59,20 +60,27 @@ def _empty(app: Groove) -> dict[str, Any]:
         "incomplete": False,
         "incomplete_since": None,
         "incomplete_note": None,
+        "vectors_pending": 0,
+        "semantic_note": None,
     }
 
 
 def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
-    from groove_core.storage import INCOMPLETE_KEY
+    from groove_core.storage import INCOMPLETE_KEY, semantic_note
 
     since = store.get_meta(INCOMPLETE_KEY)
+    counts = store.counts()
+    pending = store.pending_vectors()
     return {
-        **store.counts(),
+        **counts,
         "embedder": _embedder(app, store.embedder_identity()),
         "last_indexed": iso_time(store.last_indexed()),
         "incomplete": since is not None,
         "incomplete_since": iso_time(float(since)) if since is not None else None,
         "incomplete_note": store.incomplete(),
+        # Chunks searchable by their words only until an index run embeds them (ADR-0015).
+        "vectors_pending": pending,
+        "semantic_note": semantic_note(pending, counts["chunks"]) if pending else None,
     }
 
 

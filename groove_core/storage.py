@@ -102,6 +102,19 @@ def incomplete_note(since: str, documents: int) -> str:
     )
 
 
+def semantic_note(pending: int, chunks: int) -> str:
+    """What every backend tells users while ``pending`` of ``chunks`` chunks have no vector
+    yet: the vector leg searched only the others (ADR-0015)."""
+    embedded = max(chunks - pending, 0)
+    # Floored, and never 100% while a chunk is missing: "100%" would read as complete.
+    percent = min(embedded * 100 // chunks, 99) if chunks else 0
+    return (
+        f"semantic part {percent}% embedded ({embedded:,} of {chunks:,} chunks): the "
+        "vector leg searched only those, the lexical legs the whole knowledge base; an "
+        "index run embeds the rest (run 'groove index' if none is under way)"
+    )
+
+
 def check_same_embedder(label: str, recorded: tuple[str, int] | None, identity: str) -> None:
     """Raise :class:`EmbedderMismatchError` when the index ``label`` holds vectors of an
     embedder (``recorded``) other than ``identity``: every backend says it so."""
@@ -241,6 +254,12 @@ class SearchStore(Protocol):
         constant when complete."""
         ...
 
+    def pending_vectors(self) -> int:
+        """How many chunks have no vector yet: written by an index run that embeds them
+        after every file's lexical rows (ADR-0015); the vector leg cannot find them until
+        then. Cost: constant when none."""
+        ...
+
 
 @runtime_checkable
 class IndexStore(SearchStore, Protocol):
@@ -287,13 +306,26 @@ class IndexStore(SearchStore, Protocol):
         """Store the vectors of existing chunks, in one transaction."""
         ...
 
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(id, context, content) of up to ``limit`` chunks without a vector, with ids
+        above ``after``, by id."""
+        ...
+
+    def fill_vectors(self, chunks: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> int:
+        """Store the vectors of chunks :meth:`pending_chunks` returned, in one transaction,
+        for those still without a vector and with the same text (another run may have
+        embedded or rewritten one meanwhile); returns how many were stored. The first
+        call binds nothing: :meth:`bind_embedder` comes before it."""
+        ...
+
     def doc_states(self) -> dict[str, DocState]:
         """Every indexed document's path, id, content hash, size and mtime."""
         ...
 
-    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
+    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray | None) -> None:
         """Replace these documents and all their rows (chunks, lexical rows, vectors,
-        links) in one transaction; ``vectors`` has one row per chunk, in order."""
+        links) in one transaction; ``vectors`` has one row per chunk, in order, or is None:
+        then the chunks wait for their vectors (:meth:`pending_chunks`)."""
         ...
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:

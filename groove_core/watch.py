@@ -4,12 +4,17 @@ Polling (one ``stat`` per Markdown file per interval) needs no extra dependency 
 the same on every OS and file system, network mounts included; at 10,000 files a poll
 costs tens of milliseconds. A burst of saves is one re-index: after a change is seen, the
 watcher waits until the tree stops changing for ``debounce`` seconds.
+
+A run's vector pass (ADR-0015) can last long with a slow embedder: the watcher stops it
+between batches when a file changes, indexes the change, and goes on embedding after, so
+an edit is searchable within seconds and the server still finishes the embedding.
 """
 
 from __future__ import annotations
 
 import functools
 import threading
+import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -47,6 +52,10 @@ class Watcher:
         self.on_report = on_report or (lambda _report: None)
         self.stop = threading.Event()
         self.runs = 0
+        #: Chunks the last run left without a vector: the next poll goes on embedding.
+        self.pending = 0
+        #: The tree the next run indexes: its vector pass stops when the tree differs.
+        self._baseline: Snapshot | None = None
 
     def snapshot(self) -> Snapshot:
         skipped: list[tuple[str, str]] = []
@@ -64,19 +73,39 @@ class Watcher:
 
     def _reindex(self) -> None:
         try:
-            report = self.app.index()
+            report = self.app.index(stop=self._interrupter(self._baseline))
         except Exception as err:  # keep watching: the next change may fix it
             log.error("re-index failed", error=str(err))
+            self.pending = 0  # retried on the next change, not on every poll
             return
         self.runs += 1
+        self.pending = report.vectors_pending
         log.info(
             "re-indexed",
             added=report.added,
             changed=report.changed,
             removed=report.removed,
+            embedded=report.chunks_embedded,
+            not_embedded=report.vectors_pending,
             seconds=round(report.seconds, 2),
         )
         self.on_report(report)
+
+    def _interrupter(self, baseline: Snapshot | None) -> Callable[[], bool]:
+        """What the vector pass asks between batches: stop when the watcher stops, or
+        when the tree no longer matches ``baseline`` (looked at once an interval at most)."""
+        looked = time.monotonic()
+
+        def stop() -> bool:
+            nonlocal looked
+            if self.stop.is_set():
+                return True
+            if baseline is None or time.monotonic() - looked < self.interval:
+                return False
+            looked = time.monotonic()
+            return self._guarded(self.snapshot, baseline) != baseline
+
+        return stop
 
     def run(self) -> None:
         """Index once to catch up, then watch until :attr:`stop` is set.
@@ -85,7 +114,7 @@ class Watcher:
         then differs from it and is indexed on the next poll (taken after, it would match
         the edited file and be missed until the file changed again).
         """
-        last = self._guarded(self.snapshot)
+        last = self._baseline = self._guarded(self.snapshot)
         self._reindex()
         while not self.stop.wait(self.interval):
             last = self._guarded(functools.partial(self._cycle, last), last)
@@ -93,10 +122,11 @@ class Watcher:
     def _cycle(self, last: Snapshot | None) -> Snapshot:
         """One poll: re-index when the tree changed; the snapshot to compare the next with."""
         current = self.snapshot()
-        if current == last:
+        if current == last and not self.pending:
             return current
-        settled = self._settle(current)
+        settled = current if current == last else self._settle(current)
         if not self.stop.is_set():
+            self._baseline = settled
             self._reindex()
         return settled
 

@@ -169,7 +169,7 @@ def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> 
     assert "fts_chunks_content" in _tables(index)
 
     store = Store.open(index)  # a search opens it: the migration runs there
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "4"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "5"  # 3 -> 4 -> 5
     assert _lexical_state(store.conn) == before
     assert check_consistency(store).ok
     assert store.get_meta(VECTORS_VERSION_KEY) and store.get_meta(LEXICAL_RULES_KEY)
@@ -222,7 +222,7 @@ def test_a_kill_during_the_migration_leaves_a_usable_index(tmp_path: Path) -> No
     assert _lexical_state(conn) == before
     conn.close()
     store = Store.open(index)
-    assert store.get_meta("schema_version") == "4"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     assert _lexical_state(store.conn) == before
     assert check_consistency(store).ok
     store.close()
@@ -297,7 +297,7 @@ def test_a_step_another_connection_ran_meanwhile_is_not_run_again(
     Store.open(index).close()  # meanwhile another connection migrates
     late._migrate(3)
     assert runs == [3]
-    assert late.get_meta("schema_version") == "4" and check_consistency(late).ok
+    assert late.get_meta("schema_version") == str(SCHEMA_VERSION) and check_consistency(late).ok
     late.close()
 
 
@@ -326,5 +326,5 @@ def test_a_migration_that_cannot_get_the_lock_says_so(
         writer.execute("ROLLBACK")
         writer.close()
     store = Store.open(index)  # and once the lock is free, it migrates
-    assert store.get_meta("schema_version") == "4"
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     store.close()

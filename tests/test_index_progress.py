@@ -20,7 +20,13 @@ from pathlib import Path
 import pytest
 
 from groove_core.indexer import IndexProgress
-from groove_core.progress import IndexProgressDisplay, bar_line, describe, duration
+from groove_core.progress import (
+    SEARCHABLE_NOTE,
+    IndexProgressDisplay,
+    bar_line,
+    describe,
+    duration,
+)
 from groove_core.testing import make_kb, open_kb
 
 SLOW_PLUGIN = """
@@ -45,9 +51,10 @@ def groove_embedders():
     return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
 """
 FILES = 40
+#: A log line: the indexing stage (files, no embedder to wait for: short), then embedding.
 LINE = re.compile(
-    r"^indexing (\d+)% \| (\d+) chunks embedded, [\d.]+ chunks/s \| (\d+)/40 files"
-    r"( \| ETA (\d+s|\d+m\d\ds|unknown))? \| elapsed \d+s$"
+    r"^(indexing|embedding) (\d+)% \| (\d+) chunks (indexed|embedded), [\d.]+ chunks/s"
+    r"( \| \d+/40 files)?( \| ETA (\d+s|\d+m\d\ds|unknown))? \| elapsed \d+s$"
 )
 
 
@@ -89,11 +96,14 @@ def test_a_log_gets_a_line_every_interval(slow_kb: tuple[Path, dict[str, str]]) 
     assert len(lines) >= 3, run.stderr  # the embedding alone takes over 1.2 s
     parsed = [LINE.match(line) for line in lines]
     assert all(parsed), lines
-    chunks = [int(m.group(2)) for m in parsed if m]
-    percents = [int(m.group(1)) for m in parsed if m]
+    embedding = [m for m in parsed if m and m.group(1) == "embedding"]
+    assert len(embedding) >= 3, lines
+    assert all(m.group(4) == "embedded" and m.group(5) is None for m in embedding)
+    chunks = [int(m.group(3)) for m in embedding]
+    percents = [int(m.group(2)) for m in embedding]
     assert chunks == sorted(chunks) and chunks[-1] > chunks[0]
     assert percents == sorted(percents) and 0 < percents[-1] <= 100
-    assert any(m.group(5) not in (None, "unknown") for m in parsed if m), lines
+    assert any(m.group(7) not in (None, "unknown") for m in embedding), lines
 
 
 def test_quiet_and_quick_runs_print_no_progress(slow_kb: tuple[Path, dict[str, str]]) -> None:
@@ -140,24 +150,36 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(slow_kb: tuple[Path, dict[str, s
     assert len(frames) >= 3, text
     # Each frame fits the 64 columns: a wrapped line could not be redrawn in place.
     assert all(f.startswith("[") and len(f) < 64 for f in frames), frames
-    assert re.match(r"^\[#{20}\] indexing 100% \| 40 chunks, [\d.]+/s \| 40/4", frames[-1])
+    assert any(
+        re.match(r"^\[#{20}\] indexing 100% \| 40 chunks, [\d.]+/s \| 40/", f) for f in frames
+    ), frames
+    assert re.match(r"^\[#{20}\] embedding 100% \| 40 chunks, [\d.]+/s", frames[-1])
     assert any("ETA " in f for f in frames)
     assert text.endswith("\n")  # the bar's line is ended before the summary
 
 
 def _event(done: int, total: int, chunks: int, files: int = 4) -> IndexProgress:
-    return IndexProgress("indexing", "", files, 8, chunks, done, total)
+    return IndexProgress("indexing", "", files, 8, 0, done, total, chunks)
 
 
 def test_the_bar_puts_the_eta_first_and_fits_the_width() -> None:
     line = bar_line(_event(250, 1000, 30), 10.0, 200)
     assert line == "[#####---------------] indexing 25% ETA 30s | 30 chunks, 3.0/s | 4/8 files"
+    embedding = IndexProgress("embedding", "", 0, 0, 30, 30, 120)
+    assert (
+        bar_line(embedding, 10.0, 200)
+        == "[#####---------------] embedding 25% ETA 30s | 30 chunks, 3.0/s"
+    )
     assert bar_line(_event(250, 1000, 30), 10.0, 45) == line[:44]
 
 
 def test_describe_and_eta() -> None:
     assert describe(_event(250, 1000, 30), 10.0) == (
-        "indexing 25% | 30 chunks embedded, 3.0 chunks/s | 4/8 files | ETA 30s | elapsed 10s"
+        "indexing 25% | 30 chunks indexed, 3.0 chunks/s | 4/8 files | ETA 30s | elapsed 10s"
+    )
+    embedding = IndexProgress("embedding", "", 0, 0, 30, 30, 120)
+    assert describe(embedding, 10.0) == (
+        "embedding 25% | 30 chunks embedded, 3.0 chunks/s | ETA 30s | elapsed 10s"
     )
     assert "ETA unknown" in describe(_event(0, 1000, 0), 1.0)
     done = describe(_event(1000, 1000, 120, files=8), 61.0)
@@ -184,8 +206,8 @@ def test_log_lines_are_throttled_and_the_first_waits_one_interval() -> None:
     display.close()
     lines = out.getvalue().splitlines()
     assert [line.split(" | ")[1] for line in lines] == [
-        "5 chunks embedded, 1.0 chunks/s",
-        "10 chunks embedded, 1.0 chunks/s",
+        "5 chunks indexed, 1.0 chunks/s",
+        "10 chunks indexed, 1.0 chunks/s",
     ]
 
 
@@ -198,4 +220,22 @@ def test_a_reembed_then_an_index_run_each_get_their_own_bar(tmp_path: Path) -> N
     display.close()
     text = out.getvalue()
     assert "re-embedding 100%" in text and "indexing" in text
-    assert text.count("\n") == 2  # one line per stage, each ended
+    assert text.count("\n") == 2  # one line per stage, each ended (nothing to embed after)
+
+
+def test_a_lasting_embedding_stage_says_once_that_searching_works_meanwhile() -> None:
+    now = [0.0]
+    out = io.StringIO()
+    display = IndexProgressDisplay(out, terminal=False, interval=1.0, clock=lambda: now[0])
+    display(_event(1000, 1000, 40, files=8))  # the indexing stage, quick
+    for t in (0.5, 2.0, 4.0, 6.0, 8.0, 10.0):
+        now[0] = t
+        display(IndexProgress("embedding", "", 0, 0, int(t * 5), int(t * 5), 400))
+    display.close()
+    lines = out.getvalue().splitlines()
+    assert lines.count(SEARCHABLE_NOTE) == 1, lines
+    # Said once five seconds of embedding have passed (never in a quick run), before the
+    # line that shows it.
+    assert lines.index(SEARCHABLE_NOTE) == 2, lines
+    assert lines[1].endswith("elapsed 4s") and lines[3].endswith("elapsed 6s"), lines
+    assert "searchable by its words" in SEARCHABLE_NOTE

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
 from groove_core.indexer import IndexProgress
 from groove_core.sqlite.store import SCHEMA_VERSION, Store
@@ -18,12 +19,18 @@ from tests.helpers import batched_kb
 
 
 def _consistent(store: Store) -> None:
-    """documents, chunks, FTS rows and vector rows agree one to one."""
+    """documents, chunks and FTS rows agree one to one, and each chunk has a vector or
+    waits for one (never both)."""
     conn = store.conn
     chunk_ids = {r[0] for r in conn.execute("SELECT id FROM chunks")}
     fts_ids = {r[0] for r in conn.execute("SELECT rowid FROM fts_chunks")}
-    vec_ids = {r[0] for r in conn.execute("SELECT chunk_id FROM vec_chunks")}
-    assert chunk_ids == fts_ids == vec_ids
+    vec_ids = (
+        {r[0] for r in conn.execute("SELECT chunk_id FROM vec_chunks")}
+        if store.has_vectors()
+        else set()
+    )
+    pending = {r[0] for r in conn.execute("SELECT chunk_id FROM pending_vectors")}
+    assert chunk_ids == fts_ids == vec_ids | pending and not vec_ids & pending
     orphans = conn.execute(
         "SELECT count(*) FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
     ).fetchone()[0]
@@ -128,9 +135,9 @@ def test_grooveignore_and_config_ignore(tmp_path: Path) -> None:
 
 
 def test_interrupted_run_leaves_a_consistent_index_and_the_next_run_finishes(
-    notes_kb: Path,
+    notes_kb: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    app = Groove.open(notes_kb)
+    monkeypatch.setattr(indexer_mod, "LEXICAL_BATCH_CHUNKS", 1)  # a transaction per file
 
     def explode(event: IndexProgress) -> None:
         if event.files_done == 3:
@@ -186,18 +193,18 @@ def test_a_batch_is_written_while_the_next_one_is_embedded(
     app.__dict__["embedder"] = watched
     overlapped: list[bool] = []
     writers: set[str] = set()
-    write = Store.write_documents
+    write = Store.fill_vectors
 
-    def spy(self: Store, docs: Any, vectors: Any) -> None:
+    def spy(self: Store, chunks: Any, vectors: Any) -> int:
         writers.add(threading.current_thread().name)
         batch = len(overlapped)
-        # Batch n is written once batch n + 1's embedding has started (6 batches of 4
-        # one-chunk notes; the last has none after it). Written one after the other, the
+        # Batch n is stored once batch n + 1's embedding has started (6 batches of 4
+        # one-chunk notes; the last has none after it). Stored one after the other, the
         # wait would time out.
         overlapped.append(batch == 5 or watched.started[batch + 1].wait(10.0))
-        write(self, docs, vectors)
+        return write(self, chunks, vectors)
 
-    monkeypatch.setattr(Store, "write_documents", spy)
+    monkeypatch.setattr(Store, "fill_vectors", spy)
     report = app.index()
     assert report.added == 24 and report.chunks_total == report.chunks_embedded == 24
     assert overlapped == [True] * 6 and watched.calls == 6
@@ -228,7 +235,9 @@ def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
     app.__dict__["embedder"] = Failing(inner)
     with pytest.raises(RuntimeError, match="the embedder broke"):
         app.index()
-    # The first batch was written (its embedding ended before the failure), the second
-    # not; the next run indexes the rest.
+    # Every file was written searchable before the vector pass; of its batches the first
+    # was stored (its embedding ended before the failure), the second not: the next run
+    # reads no file again and embeds the rest.
     again = Groove.open(app.kb).index()
-    assert again.added == 8 and again.chunks_total == 12
+    assert (again.added, again.unchanged) == (0, 12)
+    assert again.chunks_embedded == 8 and again.chunks_total == 12

@@ -310,7 +310,10 @@ def test_no_index_errors_name_no_machine_path(tmp_path: Path) -> None:
     results = call_tools(build_mcp_server(app), *requests)
     for (tool, _), result in zip(requests, results, strict=True):
         text = _assert_clear(result, tmp_path, tool)
-        assert "no index at .groove/index.sqlite" in text and "groove index" in text
+        assert (
+            "no index at .groove/index.sqlite for the knowledge base" in text
+            and "groove index" in text
+        )
 
 
 @pytest.mark.parametrize(

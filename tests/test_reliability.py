@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from evaldata import EVALDATA
+from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.registry import CONFIG_HOME_ENV, load_registry
@@ -257,6 +258,7 @@ def test_disk_full_mid_run_is_a_clear_error_and_keeps_what_was_written(
     kb = make_kb(
         tmp_path / "kb", files, config=KILL_CONFIG.replace("batch_size = 8", "batch_size = 2")
     )
+    monkeypatch.setattr(indexer_mod, "LEXICAL_BATCH_CHUNKS", 2)  # two one-chunk files a write
     original = Store.write_documents
     calls = {"n": 0}
 

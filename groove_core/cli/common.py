@@ -36,13 +36,14 @@ def handle_errors(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from groove_core.errors import GrooveError
-        from groove_core.query import QueryError
+        from groove_core.query import OptionError, QueryError
 
         configure_logging()
         try:
             return func(*args, **kwargs)
         except QueryError as err:
-            click.echo(f"groove: invalid query: {err}", err=True)
+            what = "" if isinstance(err, OptionError) else "invalid query: "
+            click.echo(f"groove: {what}{err}", err=True)
             sys.exit(EXIT_USAGE)
         except GrooveError as err:
             click.echo(f"groove: {err}", err=True)

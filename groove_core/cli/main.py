@@ -82,12 +82,14 @@ def index_cmd(
     """Index every Markdown file under KB: a registered name or a folder (default: the
     current folder, or the indexed KB above it).
 
-    Only new and changed files are embedded; deleted files leave the index. Interrupting
-    a run is safe: the next run continues where it stopped. A subfolder of an indexed KB
-    is refused: index the KB itself.
+    Only new and changed files are embedded; deleted files leave the index. Every changed
+    file is written searchable by its words first, then its chunks are embedded, so a
+    large first index can be searched long before it ends (status and search say how much
+    is embedded). Interrupting a run is safe: the next run continues where it stopped. A
+    subfolder of an indexed KB is refused: index the KB itself.
 
-    Progress goes to stderr: a bar on a terminal (chunks embedded, rate, ETA), otherwise
-    one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
+    Progress goes to stderr: a bar on a terminal (chunks indexed, then embedded, rate,
+    ETA), otherwise one line every 5 seconds ($GROOVE_PROGRESS_INTERVAL seconds).
     """
     from groove_core.progress import IndexProgressDisplay
 
@@ -144,6 +146,8 @@ def _summary(report: Any) -> str:
     else:
         work = f"nothing to embed ({report.seconds:.2f} s)"
     index = f"index: {report.documents_total} documents, {report.chunks_total} chunks"
+    if report.vectors_pending:
+        index += f" ({report.vectors_pending} not embedded yet: the next run embeds them)"
     copied = f"{report.copied} documents copied with their vectors; " if report.copied else ""
     return f"{copied}{files}; {work}; {index}"
 
@@ -169,6 +173,8 @@ def doctor_cmd(
         click.echo(f"environment: {printable(problem)}")
     for check in result.skipped:
         click.echo(f"skipped: {printable(check)}")
+    for note in result.notes:
+        click.echo(f"note: {printable(note)}")
     if result.healthy:
         checked = " as far as checked" if result.skipped else ""
         click.echo(f"index {printable(app.index_label)} is healthy{checked}")
@@ -608,12 +614,15 @@ def _run_search(
     from groove_core.cli import search_views as views
     from groove_core.config import MAX_LIMIT
     from groove_core.multi_kb import open_kbs, search_kbs
+    from groove_core.pipeline import check_flags
 
     if len(folders) > 1:
         kbs = open_kbs(folders, config_path)
         apps = [kb.app for kb in kbs]
     else:
         apps = [_open(folders[0], config_path)]
+    for app in apps:
+        check_flags(app.plugins, request.options)
     wanted = apps[0].config.search.default_limit if request.limit is None else request.limit
     if by_file:
         request = replace(request, limit=views.hits_to_fetch(wanted, by_file, MAX_LIMIT))

@@ -29,7 +29,8 @@ def status_cmd(
     """Show what the index holds and how far it lags the files.
 
     Documents, chunks, embedder, index size (file and WAL), the last index run, files
-    added, modified or deleted since, and whether an index run was interrupted.
+    added, modified or deleted since, whether an index run was interrupted, and how much
+    of the KB is embedded yet (searchable by meaning, not only by its words).
 
     KB (or --kb, repeatable, or --all registered ones) is a registered name or a folder
     (default: the current folder, or the indexed KB above it). Reads the index only: no
@@ -74,6 +75,10 @@ def human_lines(status: dict[str, Any]) -> list[str]:
         lines.append(f"interrupted:    {printable(status['incomplete_note'])}")
     else:
         lines.append("interrupted:    no")
+    if status["semantic_note"]:
+        lines.append(f"vectors:        {printable(status['semantic_note'])}")
+    elif status["indexed"]:
+        lines.append("vectors:        every chunk embedded")
     return lines
 
 

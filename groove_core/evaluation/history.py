@@ -1,4 +1,4 @@
-"""``<kb>/.groove-eval-history.json``: every eval run, comparable over time.
+"""``eval-history.json`` beside the index: every eval run, comparable over time.
 
 Each run records a ConfigFingerprint (every setting that can change a ranking), the state
 of the corpus, the mean metrics with their intervals, and each query's metrics (rounded,

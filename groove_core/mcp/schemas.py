@@ -233,6 +233,12 @@ class StatusOut(BaseModel):
     changes_on_disk: ChangesOut
     incomplete: bool = Field(False, description="an index run filling the index is unfinished")
     incomplete_note: str | None = Field(None, description="what is missing and how to finish it")
+    vectors_pending: int = Field(
+        0, description="chunks not embedded yet: the vector leg cannot find them, words can"
+    )
+    semantic_note: str | None = Field(
+        None, description="how much of the KB is embedded, while some is not"
+    )
 
 
 SearchResult = Annotated[CallToolResult, SearchOut]

@@ -39,7 +39,7 @@ from groove_core.mcp.budget import (
     largest,
 )
 from groove_core.mcp.schemas import DOCUMENT_LINKS, ChangesOut, EmbedderOut, StatusOut
-from groove_core.query import QueryError
+from groove_core.query import OptionError, QueryError
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -100,6 +100,8 @@ def as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[...
         try:
             return fn(*args, **kwargs)
         except GlobError as err:  # a QueryError, but about the path argument, not the query
+            message = f"invalid argument: {err}"
+        except OptionError as err:
             message = f"invalid argument: {err}"
         except QueryError as err:
             message = f"invalid query: {err}"
@@ -344,5 +346,7 @@ class Tools:
             changes_on_disk=ChangesOut(**facts["changes_on_disk"]),
             incomplete=facts["incomplete"],
             incomplete_note=facts["incomplete_note"],
+            vectors_pending=facts["vectors_pending"],
+            semantic_note=facts["semantic_note"],
         )
         return result(fit_status(status.model_dump(mode="json"), self.budget))

@@ -35,8 +35,10 @@ class SqliteBackend:
     #: chunks), and two readers already keep both cores of a laptop busy (docs/benchmarks.md).
     readers = 2
 
-    def __init__(self, path: Path, label: str, public_label: str | None = None) -> None:
-        self.path, self.label = path, label
+    def __init__(
+        self, path: Path, label: str, public_label: str | None = None, kb_name: str = ""
+    ) -> None:
+        self.path, self.label, self.kb_name = path, label, kb_name
         self.public_label = public_label or f"the index file {path.name}"
 
     @property
@@ -59,7 +61,14 @@ class SqliteBackend:
 
     def open(self) -> Store:
         from groove_core.sqlite.store import Store
+        from groove_core.storage import StoreError
 
+        if not self.path.exists() and self.kb_name:
+            # the KB's name, not its folder: this message reaches MCP clients too
+            raise StoreError(
+                f"no index at {self.label} for the knowledge base {self.kb_name!r}: run "
+                "'groove index' on it first"
+            )
         return Store.open(self.path, self.label)
 
     def current(self, store: IndexStore) -> bool:
@@ -155,7 +164,7 @@ class SqliteBackend:
             repair_rows,
             sqlite_errors,
         )
-        from groove_core.storage import IndexEnvironmentError, StoreError
+        from groove_core.storage import IndexEnvironmentError, StoreError, semantic_note
 
         result = Diagnosis()
         try:
@@ -177,6 +186,8 @@ class SqliteBackend:
             result.rebuild = bool(found.integrity)
             incomplete = None if result.rebuild else store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
+            if found.pending and not result.rebuild:
+                result.notes.append(semantic_note(found.pending, store.counts()["chunks"]))
             if repair and not found.integrity and not found.ok and not found.environment:
                 result.reindexed = repair_rows(store, found)
         except sqlite_errors() as err:
@@ -199,6 +210,8 @@ def _describe(found: Consistency) -> list[str]:
         ("chunks without a word-leg row", found.chunks_without_word),
         ("links of documents no longer indexed", found.link_orphans),
         ("chunks whose vector holds NaN or infinity", found.unusable_vectors),
+        ("chunks marked as waiting for a vector that no longer exist", found.pending_orphans),
+        ("chunks both holding a vector and marked as waiting for one", found.pending_with_vec),
     ]:
         if ids:
             problems.append(f"{len(ids)} {label}")
@@ -212,7 +225,7 @@ def _factory(ctx: BackendContext) -> SqliteBackend:
     else:
         # Over HTTP a machine path tells a stranger how the disk is laid out.
         label, public = str(path), f"the index file {path.name} (outside the knowledge base)"
-    return SqliteBackend(path, label, public)
+    return SqliteBackend(path, label, public, ctx.kb_name)
 
 
 @hookimpl

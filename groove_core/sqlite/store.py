@@ -54,7 +54,17 @@ from groove_core.storage import (
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
+
+#: Chunks written without a vector yet (ADR-0015): ``groove index`` writes every changed
+#: file's chunks and lexical rows first, then embeds these in batches. A chunk either has
+#: a vector or a row here, never both and never neither, so ``groove doctor`` still tells a
+#: lost vector from one not embedded yet. Explicit rows, not "chunks absent from
+#: vec_chunks": vec0 is a virtual table outside foreign keys, and its shadow tables can be
+#: damaged on their own.
+PENDING_SCHEMA = """
+CREATE TABLE IF NOT EXISTS pending_vectors (chunk_id INTEGER PRIMARY KEY);
+"""
 
 #: The trigram table. Contentless (``content = ''``): it holds the index, not a third copy
 #: of the text (``chunks`` has it), which makes the index ~14% smaller (docs/benchmarks.md,
@@ -108,6 +118,7 @@ CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
     + FTS_SCHEMA
     + word_table.WORD_SCHEMA
     + link_table.LINKS_SCHEMA
+    + PENDING_SCHEMA
 )
 
 #: Ranked lexical leg. bm25() is negative, smaller is better.
@@ -390,6 +401,14 @@ def migrate_contentless_lexical(conn: Any) -> None:
     word_table.create_table(conn)
     refill_lexical(conn)
     _new_vectors_version(conn)
+
+
+def migrate_add_pending_vectors(conn: Any) -> None:
+    """Schema 4 → 5: the table of chunks waiting for a vector (empty: every chunk of an
+    older index was written with its vector)."""
+    for statement in PENDING_SCHEMA.split(";"):
+        if statement.strip():
+            conn.execute(statement)
 
 
 def connect(path: Path | str, *, read_only: bool = False, immutable: bool = False) -> Any:
@@ -843,12 +862,61 @@ class Store:
 
     def forget_vectors(self) -> None:
         """Drop every vector and the embedder they came from (the first step of a
-        re-embed, on a copy of the index): chunks, FTS and word rows stay."""
+        re-embed, on a copy of the index): chunks, FTS and word rows stay, and every chunk
+        waits for its new vector (:meth:`pending_chunks`)."""
         with self.transaction():
             self.conn.execute("DROP TABLE IF EXISTS vec_chunks")
             self.conn.execute("DELETE FROM meta WHERE key IN ('embedder', 'embedder_dim')")
+            self.conn.execute("INSERT OR IGNORE INTO pending_vectors SELECT id FROM chunks")
             _new_vectors_version(self.conn)
         self._matrix = None
+
+    def pending_vectors(self) -> int:
+        """How many chunks have no vector yet (ADR-0015). Cost: a count of those only."""
+        return int(self.conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])
+
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(id, context, content) of up to ``limit`` chunks without a vector, with ids
+        above ``after``, by id."""
+        rows = self.conn.execute(
+            "SELECT c.id, c.context, c.content FROM pending_vectors p "
+            "JOIN chunks c ON c.id = p.chunk_id WHERE p.chunk_id > ? ORDER BY p.chunk_id LIMIT ?",
+            (after, limit),
+        )
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def fill_vectors(self, chunks: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> int:
+        """Store the vectors of chunks read by :meth:`pending_chunks`, in one transaction:
+        only of those still waiting with the same text, since another run may have embedded
+        or rewritten one meanwhile (and a rewritten chunk may get the same id). Returns
+        how many were stored."""
+        if not chunks:
+            return 0
+        with self.transaction():
+            ids = json.dumps([c[0] for c in chunks])
+            current = {
+                int(r[0]): (str(r[1]), str(r[2]))
+                for r in self.conn.execute(
+                    "SELECT c.id, c.context, c.content FROM pending_vectors p "
+                    "JOIN chunks c ON c.id = p.chunk_id "
+                    "WHERE p.chunk_id IN (SELECT value FROM json_each(?))",
+                    (ids,),
+                )
+            }
+            rows = [
+                (int(i), np.ascontiguousarray(v, dtype=np.float32).tobytes())
+                for (i, context, content), v in zip(chunks, vectors, strict=True)
+                if current.get(int(i)) == (context, content)
+            ]
+            if rows:
+                _new_vectors_version(self.conn)
+                self.conn.executemany(
+                    "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)", rows
+                )
+                self.conn.executemany(
+                    "DELETE FROM pending_vectors WHERE chunk_id = ?", [(r[0],) for r in rows]
+                )
+        return len(rows)
 
     def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
         """(id, context, content) of up to ``limit`` chunks with ids above ``after``."""
@@ -869,6 +937,9 @@ class Store:
                     for i, v in zip(chunk_ids, vectors, strict=True)
                 ],
             )
+            self.conn.executemany(
+                "DELETE FROM pending_vectors WHERE chunk_id = ?", [(int(i),) for i in chunk_ids]
+            )
 
     # -- writing ---------------------------------------------------------------------------
 
@@ -876,10 +947,11 @@ class Store:
         rows = self.conn.execute("SELECT path, id, content_hash, size, mtime_ns FROM documents")
         return {r[0]: DocState(r[1], r[2], r[3], r[4]) for r in rows}
 
-    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
+    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray | None) -> None:
         """Replace these documents (and all their rows) in one transaction.
 
-        ``vectors`` holds one row per chunk, in the order of ``docs`` and their chunks.
+        ``vectors`` holds one row per chunk, in the order of ``docs`` and their chunks;
+        None writes the chunks without vectors, waiting for :meth:`fill_vectors`.
         """
         now = time.time()
         row = 0
@@ -907,11 +979,11 @@ class Store:
                     [(doc_id, t) for t in doc.tags],
                 )
                 for chunk in doc.chunks:
-                    self._insert_chunk(doc_id, chunk, vectors[row])
+                    self._insert_chunk(doc_id, chunk, None if vectors is None else vectors[row])
                     row += 1
                 link_table.insert_rows(self.conn, doc_id, doc.path, doc.links)
 
-    def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray) -> None:
+    def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray | None) -> None:
         cur = self.conn.execute(
             "INSERT INTO chunks(doc_id, ordinal, heading, heading_path, level, context, "
             "content, token_count, byte_start, byte_end, line_start, line_end) "
@@ -934,6 +1006,9 @@ class Store:
         chunk_id = int(cur.lastrowid)
         fields = _lexical_fields(chunk_id, chunk.heading, chunk.context, chunk.content)
         insert_lexical_rows(self.conn, [fields])
+        if vector is None:
+            self.conn.execute("INSERT INTO pending_vectors(chunk_id) VALUES (?)", (chunk_id,))
+            return
         self.conn.execute(
             "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
             (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
@@ -962,6 +1037,7 @@ class Store:
         delete_lexical_rows(self.conn, ids)
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
+        self.conn.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.execute("DELETE FROM chunks WHERE doc_id = ?", row)
         link_table.delete_rows(self.conn, int(row[0]))
         self.conn.execute("DELETE FROM doc_tags WHERE doc_id = ?", row)
@@ -1249,6 +1325,10 @@ class Consistency:
     unusable_vectors: frozenset[int] = frozenset()
     #: Checks not run because they write and the index was opened read-only.
     skipped: tuple[str, ...] = ()
+    #: Chunks waiting for their vector (ADR-0015): not a problem, the next run embeds them.
+    pending: int = 0
+    pending_orphans: frozenset[int] = frozenset()  # pending marks without a chunk
+    pending_with_vec: frozenset[int] = frozenset()  # chunks both pending and embedded
 
     @property
     def ok(self) -> bool:
@@ -1263,6 +1343,8 @@ class Consistency:
             or self.chunks_without_word
             or self.link_orphans
             or self.unusable_vectors
+            or self.pending_orphans
+            or self.pending_with_vec
         )
 
 
@@ -1294,6 +1376,7 @@ def check_consistency(store: Store) -> Consistency:
         fts = _ids(conn, "SELECT rowid FROM fts_chunks")
         word = word_table.row_ids(conn)
         vec = _ids(conn, "SELECT chunk_id FROM vec_chunks") if store.has_vectors() else empty
+        pending = _ids(conn, "SELECT chunk_id FROM pending_vectors")
         homeless = _ids(
             conn, "SELECT id FROM chunks WHERE doc_id NOT IN (SELECT id FROM documents)"
         )
@@ -1312,7 +1395,7 @@ def check_consistency(store: Store) -> Consistency:
         fts_orphans=fts - chunks,
         vec_orphans=vec - chunks,
         chunks_without_fts=chunks - fts,
-        chunks_without_vec=chunks - vec,
+        chunks_without_vec=chunks - vec - pending,
         chunks_without_doc=homeless,
         environment=tuple(environment),
         word_orphans=word - chunks,
@@ -1320,6 +1403,9 @@ def check_consistency(store: Store) -> Consistency:
         link_orphans=link_orphans,
         unusable_vectors=unusable,
         skipped=skipped,
+        pending=len(pending & chunks),
+        pending_orphans=pending - chunks,
+        pending_with_vec=pending & vec,
     )
 
 
@@ -1361,6 +1447,7 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
         | found.chunks_without_vec
         | found.chunks_without_word
         | found.unusable_vectors
+        | found.pending_with_vec
     )
     lexical = (
         found.fts_orphans
@@ -1401,6 +1488,9 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
         )
         for doc_id in found.link_orphans:
             link_table.delete_rows(store.conn, doc_id)
+        store.conn.executemany(
+            "DELETE FROM pending_vectors WHERE chunk_id = ?", [(i,) for i in found.pending_orphans]
+        )
     return sorted(paths)
 
 
@@ -1412,4 +1502,6 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     2: link_table.migrate_add_links_table,
     # 3 -> 4: contentless trigram and word tables, filled again from the chunks.
     3: migrate_contentless_lexical,
+    # 4 -> 5: chunks written without a vector yet, embedded by a later pass (ADR-0015).
+    4: migrate_add_pending_vectors,
 }

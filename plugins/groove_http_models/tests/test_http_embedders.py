@@ -136,9 +136,14 @@ def test_a_wrong_dimension_is_a_clear_error(server: ModelServer, kb_dir: Path) -
     message = str(err.value)
     assert "64-dimensional" in message and "dimensions says 384" in message
     assert server.url in message
-    assert not (kb_dir / ".groove" / "index.sqlite").exists() or Store.open(
-        kb_dir / ".groove" / "index.sqlite"
-    ).counts() == {"documents": 0, "chunks": 0}
+    # The files were written searchable by their words first (ADR-0015); no vector was
+    # stored and no embedder bound, so a corrected configuration embeds them next time.
+    store = Store.open(kb_dir / ".groove" / "index.sqlite")
+    try:
+        assert store.pending_vectors() == store.counts()["chunks"] > 0
+        assert store.embedder_identity() is None
+    finally:
+        store.close()
 
 
 def test_a_server_that_changes_dimension_later_is_caught(server: ModelServer, kb_dir: Path) -> None:
@@ -207,17 +212,19 @@ def test_server_down_mid_index_then_a_resumed_run_equals_a_clean_build(
     assert f"cannot reach {server.url}/v1/embeddings" in str(err.value)
     store = Store.open(broken / ".groove" / "index.sqlite")
     try:
-        partial = store.documents()
-        assert 0 < len(partial) < len(notes)
-        assert all(d.chunks == 3 for d in partial)  # whole files only
+        # Every file is in, searchable by its words (ADR-0015); part of its chunks wait for
+        # their vectors, and say so: never passed off as complete.
+        assert len(store.documents()) == len(notes)
+        assert all(d.chunks == 3 for d in store.documents())  # whole files only
         assert check_consistency(store).ok
-        assert store.incomplete() is not None  # marked, never passed off as complete
+        waiting = store.pending_vectors()
+        assert 0 < waiting < 36
     finally:
         store.close()
 
     server.state.fail_after = None
     report = _open(broken).index()
-    assert report.added == len(notes) - len(partial)
+    assert (report.added, report.chunks_embedded) == (0, waiting)
     assert _snapshot(broken) == _snapshot(clean)
 
 
@@ -245,7 +252,7 @@ def test_the_key_stays_out_of_messages_logs_index_and_history(
         build_cli(None), ["eval", "--kb", str(kb_dir), "--stage", "full", "--json"]
     )
     assert result.exit_code == 0, result.output
-    history = (kb_dir / ".groove-eval-history.json").read_text()
+    history = (kb_dir / ".groove" / "eval-history.json").read_text()
     fingerprint = json.loads(result.output)["runs"][0]["fingerprint"]
     assert fingerprint["embedder"] == f"http:{MODEL}:64"
     assert "plugin.http_models" in fingerprint  # the settings that change results stay

@@ -99,11 +99,15 @@ def test_groove_index_against_a_dripping_server_is_one_line_and_loses_nothing(
     assert "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert f"{server.url}/v1/embeddings did not answer within 1 s" in line
-    assert _documents(index) == before
+    # The new file is in, searchable by its words, its chunk waiting for a vector
+    # (ADR-0015); nothing else changed.
+    after = _documents(index)
+    assert [d for d in after if d[0] != "notes/new.md"] == before and len(after) == len(before) + 1
 
     server.state.drip = 0.0
     report = Groove.open(kb_dir).index()
-    assert report.added == 1 and len(_documents(index)) == len(SAMPLE_NOTES) + 1
+    assert (report.added, report.vectors_pending) == (0, 0) and report.chunks_embedded >= 1
+    assert len(_documents(index)) == len(SAMPLE_NOTES) + 1
 
 
 def _documents(index: Path) -> list[tuple[str, int]]:

@@ -29,6 +29,7 @@ from groove_core.storage import (
     IndexDamagedError,
     IndexEnvironmentError,
     StoreError,
+    semantic_note,
 )
 from groove_postgres.errors import classify, pg_errors
 from groove_postgres.settings import PostgresSettings, redact
@@ -369,6 +370,9 @@ class PostgresBackend:
             result.problems.extend(found.describe())
             incomplete = store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
+            waiting = store.pending_vectors()
+            if waiting:
+                result.notes.append(semantic_note(waiting, store.counts()["chunks"]))
             if repair and (not found.ok or found.pending):
                 # Only while no run holds the KB's lock: a running build may write its
                 # pending frequencies at its end (a recount meanwhile would count its rows
@@ -426,7 +430,7 @@ def _padded_tokens(column: str) -> str:
 
 
 def _check(store: PostgresStore) -> _Found:
-    from groove_postgres.store import STATS_PENDING_KEY
+    from groove_postgres.store import STATS_PENDING_KEY, VECTORS_PENDING_KEY
 
     s, kb = store.db.s, store.kb_id
     found = _Found()
@@ -445,7 +449,9 @@ def _check(store: PostgresStore) -> _Found:
                 "vector until 'groove index' (or doctor --repair) builds it (a first index "
                 "still running builds it at its end)"
             )
-        if identity is not None:
+        if identity is not None and store.get_meta(VECTORS_PENDING_KEY) is None:
+            # While the KB's pending mark is set, a chunk without a vector is waiting for
+            # the vector pass (ADR-0015), not lost: diagnose reports how many as a note.
             found.chunks["chunks without a vector"] = _ids(
                 conn,
                 f"SELECT c.id FROM {s}.chunks c LEFT JOIN {s}.vectors v ON v.chunk_id = c.id "

@@ -103,6 +103,11 @@ STATS_PENDING_KEY = "df_pending"
 #: were written under: a KB written under other rules has them rewritten on open
 #: (:meth:`PostgresStore.check_word_rules`), as SQLite re-fills its word table.
 WORD_RULES_KEY = "word_rules"
+#: The meta key present while some of the KB's chunks may lack a vector (ADR-0015): set in
+#: the transaction that writes chunks without vectors, removed by the one that stores the
+#: last of them. A chunk without a vector is waiting for one only while it is set; without
+#: it, ``doctor`` reports one as lost. (A meta key, not a table: the schema is unchanged.)
+VECTORS_PENDING_KEY = "vectors_pending"
 #: The states of a KB's row in ``kbs``.
 LIVE, STAGING, RETIRED = "live", "staging", "retired"
 #: A search waits for a pooled connection in slices this long (seconds); between them it
@@ -902,12 +907,63 @@ class PostgresStore:
         return self.embedder_identity() is not None
 
     def forget_vectors(self) -> None:
-        """Drop every vector of the KB and the embedder they came from."""
+        """Drop every vector of the KB and the embedder they came from; every chunk then
+        waits for its new vector."""
         with self.transaction() as conn:
             conn.execute(f"DROP INDEX IF EXISTS {self._s}.vectors_hnsw_{self.kb_id}")
             conn.execute(f"DELETE FROM {self._s}.vectors WHERE kb = %s", (self.kb_id,))
             self._delete_meta(conn, "embedder", "embedder_dim")
+            self.set_meta(VECTORS_PENDING_KEY, "1")
         self._identity = None
+
+    def _pending_sql(self) -> str:
+        return (
+            f"FROM {self._s}.chunks c WHERE c.kb = %s AND NOT EXISTS "
+            f"(SELECT 1 FROM {self._s}.vectors v WHERE v.chunk_id = c.id)"
+        )
+
+    def pending_vectors(self) -> int:
+        """Chunks without a vector, counted only while some may be (the meta key)."""
+        if self.get_meta(VECTORS_PENDING_KEY) is None:
+            return 0
+        with self._conn() as conn:
+            row = conn.execute(f"SELECT count(*) {self._pending_sql()}", (self.kb_id,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def pending_chunks(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        if self.get_meta(VECTORS_PENDING_KEY) is None:
+            return []
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT c.id, c.context, c.content {self._pending_sql()} AND c.id > %s "
+                "ORDER BY c.id LIMIT %s",
+                (self.kb_id, after, limit),
+            ).fetchall()
+        return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
+
+    def fill_vectors(self, chunks: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> int:
+        """Store the vectors of chunks still without one and with the same text, in one
+        transaction (writers of the KB queue on its advisory lock); the last one clears
+        the KB's pending mark."""
+        if not chunks:
+            return 0
+        stored = 0
+        with self.transaction() as conn:
+            for (chunk_id, context, content), vector in zip(chunks, vectors, strict=True):
+                done = conn.execute(
+                    f"INSERT INTO {self._s}.vectors(chunk_id, kb, embedding) "
+                    f"SELECT c.id, c.kb, %s FROM {self._s}.chunks c WHERE c.id = %s "
+                    "AND c.kb = %s AND c.context = %s AND c.content = %s "
+                    "ON CONFLICT (chunk_id) DO NOTHING",
+                    (np.asarray(vector, dtype=np.float32), chunk_id, self.kb_id, context, content),
+                )
+                stored += max(done.rowcount, 0)
+            left = conn.execute(
+                f"SELECT EXISTS (SELECT 1 {self._pending_sql()})", (self.kb_id,)
+            ).fetchone()
+            if left is not None and not left[0]:
+                self._delete_meta(conn, VECTORS_PENDING_KEY)
+        return stored
 
     def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
         with self._conn() as conn:
@@ -939,9 +995,10 @@ class PostgresStore:
             ).fetchall()
         return {r[0]: DocState(int(r[1]), r[2], int(r[3]), int(r[4])) for r in rows}
 
-    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray) -> None:
+    def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray | None) -> None:
         """Replace these documents (and all their rows) in one transaction; ``vectors``
-        holds one row per chunk, in the order of ``docs`` and their chunks.
+        holds one row per chunk, in the order of ``docs`` and their chunks, or is None:
+        the chunks then wait for :meth:`fill_vectors` (the KB's pending mark is set).
 
         The chunks and vectors of the whole batch go in one binary ``COPY`` each, their
         ids drawn from the chunks' identity sequence first (in order: a document's chunk
@@ -950,7 +1007,7 @@ class PostgresStore:
         INSERTs cost ~3x more, in psycopg and in the server (docs/benchmarks.md, issue #17).
         """
         total = sum(len(doc.chunks) for doc in docs)
-        if len(vectors) != total:
+        if vectors is not None and len(vectors) != total:
             raise ValueError(f"{total} chunks but {len(vectors)} vectors")
         now = time.time()
         stats = _StatsDelta()
@@ -1006,12 +1063,16 @@ class PostgresStore:
                     for doc, doc_id in zip(docs, doc_ids, strict=True):
                         for chunk in doc.chunks:
                             copy.write_row((next(next_id), *self._chunk_row(doc_id, chunk, stats)))
-                with cur.copy(
-                    f"COPY {self._s}.vectors(chunk_id, kb, embedding) FROM STDIN (FORMAT BINARY)"
-                ) as copy:
-                    copy.set_types(["int8", "int4", "vector"])
-                    for cid, vector in zip(ids, vectors, strict=True):
-                        copy.write_row((cid, self.kb_id, np.asarray(vector, dtype=np.float32)))
+                if vectors is None:
+                    self.set_meta(VECTORS_PENDING_KEY, "1")
+                else:
+                    with cur.copy(
+                        f"COPY {self._s}.vectors(chunk_id, kb, embedding) "
+                        "FROM STDIN (FORMAT BINARY)"
+                    ) as copy:
+                        copy.set_types(["int8", "int4", "vector"])
+                        for cid, vector in zip(ids, vectors, strict=True):
+                            copy.write_row((cid, self.kb_id, np.asarray(vector, dtype=np.float32)))
             self._apply_stats(conn, stats, deferred)
         self._committed(stats, deferred)
 

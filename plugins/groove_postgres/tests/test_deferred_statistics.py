@@ -13,6 +13,7 @@ import psycopg
 import pytest
 from groove_postgres.store import PostgresStore
 
+from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
 from groove_core.storage import StoreError
 from groove_core.testing import make_kb
@@ -52,6 +53,7 @@ def test_a_commit_that_fails_after_the_server_committed_leaves_no_wrong_frequenc
 
     monkeypatch.setattr(PostgresStore, "transaction", transaction)
     monkeypatch.setattr(PostgresStore, "write_documents", write_documents)
+    monkeypatch.setattr(indexer_mod, "LEXICAL_BATCH_CHUNKS", 4)  # four one-chunk files a write
     with pytest.raises(StoreError, match="connection"):
         Groove.open(kb).index()
     monkeypatch.undo()

@@ -167,7 +167,9 @@ def _kill_at_the_mark(kb: Path, files: int, dsn: str) -> None:
             "SELECT count(*) FROM groove.documents d JOIN groove.kbs k "
             "ON k.id = d.kb WHERE k.name = 'kb' AND k.state = 'live'",
         )
-    assert 0 < written < files
+    # The mark (asserted above) says the run had not ended; with every file written before
+    # any vector (ADR-0015), its last rows may already be in when it is killed.
+    assert 0 < written <= files
 
 
 def _count(conn: psycopg.Connection[Any], sql: LiteralString) -> int:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from groove_core.config import ConfigSection
 from groove_core.context import POOL_FACTOR, SearchOption, StageSwitch, wide_pool
 from groove_core.hookspecs import hookimpl
-from groove_core.query import QueryError
+from groove_core.query import OptionError
 from groove_reranker_bge.backends import ModelKey, get_model, resolve_backend
 from groove_reranker_bge.budget import Scored, score_within_budget
 from groove_reranker_bge.settings import RerankerKeys, RerankerSettings
@@ -50,7 +50,7 @@ def active_model(ctx: QueryContext) -> str | None:
     switch = ctx.flag(SWITCH)
     if named is not None:
         if switch is False:
-            raise QueryError(
+            raise OptionError(
                 f"option {NAME!r} names a model to rerank with but {SWITCH!r} is false: "
                 "give one or the other"
             )
@@ -59,7 +59,7 @@ def active_model(ctx: QueryContext) -> str | None:
     configured = keys.reranker
     if configured is None:
         if switch:
-            raise QueryError(
+            raise OptionError(
                 f'option {SWITCH!r} needs a model: set reranker = "MODEL" in groove.toml, '
                 "or name one for the query (--reranker MODEL)"
             )
@@ -73,7 +73,7 @@ def _named_model(ctx: QueryContext) -> str | None:
     if given is None:
         return None
     if not isinstance(given, str) or not given.strip():
-        raise QueryError(f"option {NAME!r} must be a model name or path, got {given!r}")
+        raise OptionError(f"option {NAME!r} must be a model name or path, got {given!r}")
     return given.strip()
 
 

@@ -1,0 +1,360 @@
+"""A first index with a slow embedder (ADR-0015): every file is searchable by its words
+before its vectors exist, the partial vector leg is said everywhere (search, status, MCP
+index_status, doctor), and a run killed during the vector pass resumes where it stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from groove_core.app import Groove
+from groove_core.embedding import EmbedderSpec, HashingEmbedder
+from groove_core.hookspecs import hookimpl
+from groove_core.indexer import IndexProgress, SourceFile, _new_document
+from groove_core.mcp.server import build_mcp_server
+from groove_core.sqlite.store import SCHEMA_VERSION, Store, check_consistency, connect
+from groove_core.status import kb_status
+from groove_core.testing import call_tools, make_kb
+from groove_core.watch import Watcher
+
+#: A slowed hashing embedder, installed on PYTHONPATH as a distribution (as a third-party
+#: plugin is), for the command-line runs.
+SLOW_PLUGIN = """
+import time
+
+from groove_core.embedding import EmbedderSpec, HashingEmbedder
+from groove_core.hookspecs import hookimpl
+
+
+class Slow(HashingEmbedder):
+    @property
+    def identity(self):
+        return "slow-hashing:64"
+
+    def embed_documents(self, texts):
+        time.sleep(0.05 * len(texts))
+        return super().embed_documents(texts)
+
+
+@hookimpl
+def groove_embedders():
+    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
+"""
+NOTES = {
+    f"n{i:02d}.md": f"# Note {i}\n\nThe lighthouse keeper wrote entry {i} about topic {i}.\n"
+    for i in range(40)
+}
+
+
+class _Gated(HashingEmbedder):
+    """The hashing embedder; past ``free`` calls of an index run, each waits for the
+    owner's gate, and each pauses ``pause`` seconds."""
+
+    def __init__(self, owner: _Plugin) -> None:
+        super().__init__(64)
+        self.owner = owner
+
+    @property
+    def identity(self) -> str:
+        return "gated-hashing:64"
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        # Only the index run's embedding is held up, not a search's query.
+        if threading.current_thread().name == "groove-index-embed":
+            self.owner.calls += 1
+            if self.owner.calls > self.owner.free:
+                self.owner.gate.wait(30.0)
+            time.sleep(self.owner.pause)
+        return super().embed_documents(texts)
+
+
+class _Plugin:
+    def __init__(self, free: int = 10**6, pause: float = 0.0) -> None:
+        self.free, self.pause, self.calls = free, pause, 0
+        self.gate = threading.Event()
+
+    @hookimpl
+    def groove_embedders(self) -> list[EmbedderSpec]:
+        return [EmbedderSpec("gated", lambda config, settings: _Gated(self))]
+
+
+def _open(kb: Path, plugin: _Plugin) -> Groove:
+    return Groove.open(kb, extra_plugins=[("gated", plugin)])
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+def _state(index: Path) -> tuple[int, int, int]:
+    """(documents, chunks, chunks waiting for a vector) as another process sees them."""
+    if not index.exists():
+        return 0, 0, 0
+    conn = connect(index)
+    try:
+        row = conn.execute(
+            "SELECT (SELECT count(*) FROM documents), (SELECT count(*) FROM chunks), "
+            "(SELECT count(*) FROM pending_vectors)"
+        ).fetchone()
+    except Exception:  # the schema is not created yet
+        return 0, 0, 0
+    finally:
+        conn.close()
+    return int(row[0]), int(row[1]), int(row[2])
+
+
+def _note(embedded: int, chunks: int) -> str:
+    percent = embedded * 100 // chunks
+    return f"semantic part {percent}% embedded ({embedded:,} of {chunks:,} chunks)"
+
+
+def test_every_file_is_searchable_and_the_partial_vector_leg_is_said_everywhere(
+    tmp_path: Path,
+) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "gated"\nbatch_size = 4\n')
+    plugin = _Plugin(free=2)  # two batches of 4 are embedded, then the embedder stalls
+    app = _open(kb, plugin)
+    reports: list[Any] = []
+    run = threading.Thread(target=lambda: reports.append(app.index()))
+    run.start()
+    try:
+        _wait_for(lambda: _state(app.index_file) == (40, 40, 32))
+        searching = _open(kb, plugin)
+        response = searching.search("lighthouse keeper entry 17")
+        # The lexical legs searched every file, chunks without a vector included.
+        assert "n17.md" in [hit.path for hit in response.results]
+        note = _note(8, 40)
+        assert any(note in w for w in response.warnings), response.warnings
+        status = kb_status(searching)
+        assert status["vectors_pending"] == 32 and note in status["semantic_note"]
+        assert status["incomplete"] is False  # every document is in
+        server = build_mcp_server(searching)
+        found, state = call_tools(
+            server, ("search", {"query": "lighthouse keeper"}), ("index_status", {})
+        )
+        assert any(note in w for w in found.structured_content["warnings"])
+        assert state.structured_content["vectors_pending"] == 32
+        assert note in state.structured_content["semantic_note"]
+        doctor = searching.doctor()
+        assert doctor.healthy and any(note in n for n in doctor.notes), doctor
+        searching.close()
+    finally:
+        plugin.gate.set()
+        run.join(timeout=60)
+    assert reports and reports[0].chunks_embedded == 40 and reports[0].vectors_pending == 0
+    done = _open(kb, plugin)
+    assert not [w for w in done.search("lighthouse keeper").warnings if "semantic part" in w]
+    assert kb_status(done)["semantic_note"] is None and not done.doctor().notes
+
+
+def _slow_env(tmp_path: Path) -> dict[str, str]:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "gv_slow_first.py").write_text(SLOW_PLUGIN, encoding="utf-8")
+    info = site / "gv_slow_first-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gv-slow-first\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[groove]\ngv_slow_first = gv_slow_first\n")
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def _groove(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "groove_core", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def _vectors(index: Path) -> dict[tuple[str, int], bytes]:
+    store = Store.open(index)
+    rows = store.conn.execute(
+        "SELECT d.path, c.ordinal, v.embedding FROM chunks c JOIN documents d "
+        "ON d.id = c.doc_id JOIN vec_chunks v ON v.chunk_id = c.id"
+    )
+    out = {(str(p), int(o)): bytes(e) for p, o, e in rows}
+    store.close()
+    return out
+
+
+def test_sigkill_during_the_vector_pass_then_the_next_run_resumes(tmp_path: Path) -> None:
+    config = '[embedder]\nname = "slow-hashing"\nbatch_size = 4\n'
+    kb = make_kb(tmp_path / "kb", NOTES, config=config)
+    env = _slow_env(tmp_path)
+    index = kb / ".groove" / "index.sqlite"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groove_core", "index", str(kb)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # Killed once every file is in and some vectors are stored, others not.
+        _wait_for(lambda: _state(index)[0] == 40 and 0 < _state(index)[2] < 36)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    store = Store.open(index)
+    assert check_consistency(store).ok
+    pending, chunks = store.pending_vectors(), store.counts()["chunks"]
+    store.close()
+    assert 0 < pending < chunks == 40
+    note = _note(chunks - pending, chunks)
+
+    status = _groove(env, "status", str(kb), "--json")
+    assert json.loads(status.stdout)["vectors_pending"] == pending, status.stderr
+    human = _groove(env, "status", str(kb)).stdout
+    assert f"vectors:        {note}" in human, human
+    searched = _groove(env, "search", "lighthouse keeper", "--kb", str(kb), "--json")
+    assert any(note in w for w in json.loads(searched.stdout)["warnings"]), searched.stdout
+    doctor = _groove(env, "doctor", str(kb))
+    assert doctor.returncode == 0 and f"note: {note}" in doctor.stdout, doctor.stdout
+
+    resumed = _groove(env, "index", str(kb), "--json")
+    report = json.loads(resumed.stdout)
+    assert (report["added"], report["unchanged"]) == (0, 40), resumed.stderr
+    assert report["chunks_embedded"] == pending and report["vectors_pending"] == 0
+    # Exactly the vectors a clean build stores.
+    clean = make_kb(tmp_path / "clean", NOTES, config=config)
+    assert _groove(env, "index", str(clean)).returncode == 0
+    assert _vectors(index) == _vectors(clean / ".groove" / "index.sqlite")
+    assert _groove(env, "doctor", str(kb)).stdout.count("note:") == 0
+
+
+def test_doctor_tells_a_lost_vector_from_one_not_embedded_yet(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "hashing"\n')
+    app = Groove.open(kb)
+    app.index()
+    store = Store.open(app.index_file)
+    ids = [int(r[0]) for r in store.conn.execute("SELECT id FROM chunks ORDER BY id")]
+    with store.transaction():
+        # A lost vector (not waiting for one), a chunk both embedded and waiting, a mark
+        # for no chunk, and a chunk that waits as it should.
+        store.conn.execute("DELETE FROM vec_chunks WHERE chunk_id = ?", (ids[0],))
+        store.conn.execute("INSERT INTO pending_vectors VALUES (?)", (ids[1],))
+        store.conn.execute("INSERT INTO pending_vectors VALUES (?)", (ids[-1] + 100,))
+        store.conn.execute("DELETE FROM vec_chunks WHERE chunk_id = ?", (ids[2],))
+        store.conn.execute("INSERT INTO pending_vectors VALUES (?)", (ids[2],))
+    store.close()
+    found = app.doctor()
+    assert sorted(found.problems) == [
+        "1 chunks both holding a vector and marked as waiting for one",
+        "1 chunks marked as waiting for a vector that no longer exist",
+        "1 chunks without a vector",
+    ]
+    assert any(_note(38, 40) in n for n in found.notes), found.notes
+    repaired = app.doctor(repair=True)
+    assert repaired.repaired, repaired
+    after = app.doctor()
+    assert after.healthy and not after.notes, after
+    store = Store.open(app.index_file)
+    assert store.pending_vectors() == 0 and store.counts()["chunks"] == 40
+    store.close()
+
+
+def test_an_index_of_schema_4_gains_the_pending_table(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "hashing"\n')
+    app = Groove.open(kb)
+    app.index()
+    store = Store.open(app.index_file)
+    with store.transaction():
+        store.conn.execute("DROP TABLE pending_vectors")
+        store.set_meta("schema_version", "4")
+    store.close()
+    store = Store.open(app.index_file)
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
+    assert store.pending_vectors() == 0 and check_consistency(store).ok
+    store.close()
+
+
+def test_a_rewritten_chunk_never_gets_the_vector_of_its_old_text(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nold text\n"}, config=None)
+    rules = Groove.open(kb).config.index
+    src = SourceFile("a.md", kb / "a.md", 1, 1)
+    old, _ = _new_document(src, "# A\n\nold text\n", "h1", rules)
+    new, _ = _new_document(src, "# A\n\nnew text\n", "h2", rules)
+    store = Store.create(tmp_path / "index.sqlite")
+    store.write_documents([old], None)
+    read = store.pending_chunks(0, 10)
+    store.write_documents([new], None)  # rewritten by another run meanwhile: the same id
+    assert [r[0] for r in store.pending_chunks(0, 10)] == [r[0] for r in read]
+    store.bind_embedder("test:64", 64)
+    assert store.fill_vectors(read, np.ones((len(read), 64), np.float32)) == 0
+    assert store.pending_vectors() == len(new.chunks)
+    again = store.pending_chunks(0, 10)
+    assert store.fill_vectors(again, np.ones((len(again), 64), np.float32)) == len(again)
+    assert store.fill_vectors(again, np.ones((len(again), 64), np.float32)) == 0  # once only
+    assert store.pending_vectors() == 0 and check_consistency(store).ok
+    store.close()
+
+
+def test_the_watcher_indexes_an_edit_before_its_vector_pass_ends(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "gated"\nbatch_size = 2\n')
+    plugin = _Plugin(pause=0.25)  # 20 batches: ~5 s of embedding
+    plugin.gate.set()
+    watcher = Watcher(_open(kb, plugin), interval=0.05, debounce=0.1)
+    thread = watcher.start()
+    seen: list[tuple[bool, int]] = []
+
+    def edited_while_embedding() -> bool:
+        conn = connect(watcher.app.index_file)
+        try:
+            row = conn.execute(
+                "SELECT (SELECT count(*) FROM chunks WHERE content LIKE '%zebra%'), "
+                "(SELECT count(*) FROM pending_vectors)"
+            ).fetchone()
+        except Exception:
+            return False
+        finally:
+            conn.close()
+        seen.append((bool(row[0]), int(row[1])))
+        return bool(row[0]) and int(row[1]) > 0
+
+    try:
+        _wait_for(lambda: 0 < _state(watcher.app.index_file)[2] < 36)
+        (kb / "n00.md").write_text("# Note 0\n\nA zebra crossing.\n", encoding="utf-8")
+        _wait_for(edited_while_embedding, timeout=20)
+        # ... and the server goes on to finish the embedding.
+        _wait_for(lambda: _state(watcher.app.index_file)[2] == 0 and watcher.runs >= 2)
+    finally:
+        watcher.stop.set()
+        thread.join(timeout=30)
+    store = Store.open(watcher.app.index_file)
+    assert check_consistency(store).ok and store.pending_vectors() == 0
+    store.close()
+
+
+def test_ctrl_c_during_the_vector_pass_keeps_what_was_stored(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "hashing"\nbatch_size = 4\n')
+    app = Groove.open(kb)
+
+    def interrupt(event: IndexProgress) -> None:
+        if event.stage == "embedding" and event.chunks_embedded >= 12:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        app.index(progress=interrupt)
+    store = Store.open(app.index_file)
+    assert check_consistency(store).ok and store.incomplete() is None
+    assert store.pending_vectors() == 40 - 12
+    store.close()
+    report = Groove.open(kb).index()
+    assert (report.added, report.unchanged, report.chunks_embedded) == (0, 40, 28)
