@@ -294,8 +294,11 @@ def test_plugin_search_switches_are_known_options(notes_kb: Path) -> None:
 
     command = build_search_command(cast(Plugins, FakePlugins()))
     _run("index", str(notes_kb))
-    ok = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--no-shout", "--json"])
-    assert ok.exit_code == 0, ok.output
+    # a known flag, but the KB's own plugins do not provide it: refused with the reason,
+    # not run without the stage (exit 1, not a usage error)
+    known = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--no-shout", "--json"])
+    assert known.exit_code == 1, known.output
+    assert "--shout: no enabled plugin provides this option" in known.output
     bad = CliRunner().invoke(command, ["rust", "--kb", str(notes_kb), "--shuot"])
     assert bad.exit_code == 2, bad.output
     assert "No such option" in bad.output and "--shuot" in bad.output and "--shout" in bad.output
