@@ -6,7 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from groove_core.app import Groove
-from groove_core.sqlite.store import Store
+from groove_core.query import normalize
+from groove_core.sqlite import word_table
+from groove_core.sqlite.store import LEXICAL_RULES_KEY, VECTORS_VERSION_KEY, Store, connect
 from groove_core.testing import make_kb
 
 
@@ -29,3 +31,78 @@ def batched_kb(tmp_path: Path, notes: int, body: str = "Body {i}.") -> Groove:
     texts = {f"n{i:02d}.md": f"# Note {i}\n\n{body.format(i=i)}\n" for i in range(notes)}
     config = '[embedder]\nname = "hashing"\nbatch_size = 4\n'
     return Groove.open(make_kb(tmp_path / "kb", texts, config=config))
+
+
+#: A hashing embedder slowed by ``{delay}`` seconds a text, written out as a plugin module.
+_SLOW_PLUGIN = """
+import time
+
+from groove_core.embedding import EmbedderSpec, HashingEmbedder
+from groove_core.hookspecs import hookimpl
+
+
+class Slow(HashingEmbedder):
+    @property
+    def identity(self):
+        return "slow-hashing:64"
+
+    def embed_documents(self, texts):
+        time.sleep({delay} * len(texts))
+        return super().embed_documents(texts)
+
+
+@hookimpl
+def groove_embedders():
+    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
+"""
+
+
+def slow_embedder_site(tmp_path: Path, module: str, delay: float) -> Path:
+    """A folder for PYTHONPATH holding the plugin distribution ``module`` (its embedder
+    ``slow-hashing`` sleeps ``delay`` seconds a text), installed as a third party's is, so
+    that a ``groove`` subprocess indexes slowly enough to be watched."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / f"{module}.py").write_text(_SLOW_PLUGIN.format(delay=delay), encoding="utf-8")
+    info = site / f"{module}-1.0.dist-info"
+    info.mkdir()
+    name = module.replace("_", "-")
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[groove]\n{module} = {module}\n")
+    return site
+
+
+#: Schema 3's lexical tables: each with its own copy of the text.
+SCHEMA_3_LEXICAL = """
+CREATE VIRTUAL TABLE fts_chunks USING fts5(
+    heading, context, content, tokenize = 'trigram remove_diacritics 1'
+);
+CREATE VIRTUAL TABLE word_chunks USING fts5(
+    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
+);
+CREATE VIRTUAL TABLE word_vocab USING fts5vocab(word_chunks, 'row');
+"""
+
+
+def to_schema_3(index: Path) -> None:
+    """Turn a schema-4 SQLite index into what groove wrote at schema 3: lexical tables
+    filled from the chunks, each with its own copy of the text."""
+    conn = connect(index)
+    conn.execute("BEGIN")
+    for table in ("word_vocab", "word_chunks", "fts_chunks"):
+        conn.execute(f"DROP TABLE {table}")
+    for statement in SCHEMA_3_LEXICAL.split(";"):
+        if statement.strip():
+            conn.execute(statement)
+    rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
+    for chunk_id, *fields in rows:
+        heading, context, content = (normalize(f) for f in fields)
+        conn.execute(
+            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
+            (chunk_id, heading, context, content),
+        )
+        word_table.insert_row(conn, chunk_id, heading, context, content)
+    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LEXICAL_RULES_KEY, VECTORS_VERSION_KEY))
+    conn.execute("COMMIT")
+    conn.close()

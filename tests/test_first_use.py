@@ -27,30 +27,8 @@ from groove_core.sqlite.store import SCHEMA_VERSION, Store, check_consistency, c
 from groove_core.status import kb_status
 from groove_core.testing import call_tools, make_kb
 from groove_core.watch import Watcher
+from tests.helpers import slow_embedder_site
 
-#: A slowed hashing embedder, installed on PYTHONPATH as a distribution (as a third-party
-#: plugin is), for the command-line runs.
-SLOW_PLUGIN = """
-import time
-
-from groove_core.embedding import EmbedderSpec, HashingEmbedder
-from groove_core.hookspecs import hookimpl
-
-
-class Slow(HashingEmbedder):
-    @property
-    def identity(self):
-        return "slow-hashing:64"
-
-    def embed_documents(self, texts):
-        time.sleep(0.05 * len(texts))
-        return super().embed_documents(texts)
-
-
-@hookimpl
-def groove_embedders():
-    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
-"""
 NOTES = {
     f"n{i:02d}.md": f"# Note {i}\n\nThe lighthouse keeper wrote entry {i} about topic {i}.\n"
     for i in range(40)
@@ -163,13 +141,7 @@ def test_every_file_is_searchable_and_the_partial_vector_leg_is_said_everywhere(
 
 
 def _slow_env(tmp_path: Path) -> dict[str, str]:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "gv_slow_first.py").write_text(SLOW_PLUGIN, encoding="utf-8")
-    info = site / "gv_slow_first-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gv-slow-first\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[groove]\ngv_slow_first = gv_slow_first\n")
+    site = slow_embedder_site(tmp_path, "gv_slow_first", delay=0.05)
     path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
     return {**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 

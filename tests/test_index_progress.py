@@ -28,28 +28,8 @@ from groove_core.progress import (
     duration,
 )
 from groove_core.testing import make_kb, open_kb
+from tests.helpers import slow_embedder_site
 
-SLOW_PLUGIN = """
-import time
-
-from groove_core.embedding import EmbedderSpec, HashingEmbedder
-from groove_core.hookspecs import hookimpl
-
-
-class Slow(HashingEmbedder):
-    @property
-    def identity(self):
-        return "slow-hashing:64"
-
-    def embed_documents(self, texts):
-        time.sleep(0.03 * len(texts))
-        return super().embed_documents(texts)
-
-
-@hookimpl
-def groove_embedders():
-    return [EmbedderSpec("slow-hashing", lambda config, settings: Slow(), "slowed, for tests")]
-"""
 FILES = 40
 #: A log line: the indexing stage (files, no embedder to wait for: short), then embedding.
 LINE = re.compile(
@@ -60,13 +40,7 @@ LINE = re.compile(
 
 @pytest.fixture
 def slow_kb(tmp_path: Path) -> tuple[Path, dict[str, str]]:
-    site = tmp_path / "site"
-    site.mkdir()
-    (site / "gv_slow.py").write_text(SLOW_PLUGIN, encoding="utf-8")
-    info = site / "gv_slow-1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: gv-slow\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text("[groove]\ngv_slow = gv_slow\n")
+    site = slow_embedder_site(tmp_path, "gv_slow", delay=0.03)
     notes = {
         f"n{i:02d}.md": f"# Note {i}\n\nBody of note {i} about topic {i}.\n" for i in range(FILES)
     }
