@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository root: tests
 
 from scale import queries
 from timing import pct
@@ -46,42 +47,12 @@ from groove_core.sqlite.store import (
     insert_lexical_rows,
 )
 from groove_core.testing import cost_ratio
+from tests.helpers import to_schema_3
 
-SCHEMA_3_LEXICAL = """
-CREATE VIRTUAL TABLE fts_chunks USING fts5(
-    heading, context, content, tokenize = 'trigram remove_diacritics 1'
-);
-CREATE VIRTUAL TABLE word_chunks USING fts5(
-    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE word_vocab USING fts5vocab(word_chunks, 'row');
-"""
 WORD_RANKED_SQL = (
     "SELECT rowid, bm25(word_chunks, ?, ?, ?) AS s FROM word_chunks "
     "WHERE word_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
 )
-
-
-def to_schema_3(path: Path) -> None:
-    conn = connect(path)
-    conn.execute("BEGIN")
-    for table in ("word_vocab", "word_chunks", "fts_chunks"):
-        conn.execute(f"DROP TABLE {table}")
-    for statement in SCHEMA_3_LEXICAL.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    rows = conn.execute("SELECT id, heading, context, content FROM chunks").fetchall()
-    for chunk_id, *fields in rows:
-        heading, context, content = (normalize(f) for f in fields)
-        conn.execute(
-            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-            (chunk_id, heading, context, content),
-        )
-        word_table.insert_row(conn, chunk_id, heading, context, content)
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    conn.execute("DELETE FROM meta WHERE key IN ('lexical_rules', 'vectors_version')")
-    conn.execute("COMMIT")
-    conn.close()
 
 
 def vacuum(path: Path) -> int:

@@ -28,6 +28,7 @@ from groove_core.sqlite.store import (
 )
 from groove_core.storage import IndexEnvironmentError
 from groove_core.testing import make_kb, open_kb
+from tests.helpers import to_schema_3
 
 FILES = {
     f"notes/n{i:02d}.md": (
@@ -42,16 +43,6 @@ WORD_RANKED_SQL = (
     "SELECT rowid, bm25(word_chunks, 2.0, 1.0, 1.0) AS s FROM word_chunks "
     "WHERE word_chunks MATCH ? ORDER BY s, rowid LIMIT 50"
 )
-# Schema 3's lexical tables: each with its own copy of the text.
-OLD_LEXICAL = """
-CREATE VIRTUAL TABLE fts_chunks USING fts5(
-    heading, context, content, tokenize = 'trigram remove_diacritics 1'
-);
-CREATE VIRTUAL TABLE word_chunks USING fts5(
-    heading, context, content, tokenize = 'unicode61 remove_diacritics 2'
-);
-CREATE VIRTUAL TABLE word_vocab USING fts5vocab(word_chunks, 'row');
-"""
 
 
 def _lexical_state(conn: Any) -> dict[str, Any]:
@@ -80,30 +71,6 @@ def _by_chunk(conn: Any, sql: str, queries: tuple[str, ...]) -> list[dict[tuple[
         )
     }
     return [{keys[int(i)]: s for i, s in conn.execute(sql, (q,))} for q in queries]
-
-
-def _make_schema_3(index: Path) -> None:
-    """Turn a schema-4 index into what groove wrote at schema 3."""
-    conn = connect(index)
-    conn.execute("BEGIN")
-    for table in ("word_vocab", "word_chunks", "fts_chunks"):
-        conn.execute(f"DROP TABLE {table}")
-    for statement in OLD_LEXICAL.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    for chunk_id, *fields in conn.execute(
-        "SELECT id, heading, context, content FROM chunks"
-    ).fetchall():
-        heading, context, content = (normalize(f) for f in fields)
-        conn.execute(
-            "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)",
-            (chunk_id, heading, context, content),
-        )
-        word_table.insert_row(conn, chunk_id, heading, context, content)
-    conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LEXICAL_RULES_KEY, VECTORS_VERSION_KEY))
-    conn.execute("COMMIT")
-    conn.close()
 
 
 def _tables(index: Path) -> set[str]:
@@ -152,7 +119,7 @@ def test_scores_after_edits_equal_a_clean_builds(tmp_path: Path) -> None:
 
 def _as_schema_3(index: Path) -> Any:
     """Turn ``index`` back into a schema-3 index; its lexical state before migrating."""
-    _make_schema_3(index)
+    to_schema_3(index)
     old = connect(index)
     before = _lexical_state(old)
     old.close()
@@ -289,7 +256,7 @@ def test_a_step_another_connection_ran_meanwhile_is_not_run_again(
     app = open_kb(kb, entry_points=False)
     index = app.index_file
     app.close()
-    _make_schema_3(index)
+    to_schema_3(index)
     runs: list[int] = []
     step = store_module.MIGRATIONS[3]
     monkeypatch.setitem(store_module.MIGRATIONS, 3, lambda conn: (runs.append(3), step(conn)))
@@ -308,7 +275,7 @@ def test_a_migration_that_cannot_get_the_lock_says_so(
     app = open_kb(kb, entry_points=False)
     index = app.index_file
     app.close()
-    _make_schema_3(index)
+    to_schema_3(index)
     connect_ = store_module.connect
 
     def impatient(path: Path | str) -> Any:
