@@ -9,6 +9,7 @@ The benchmarks reach the Postgres backend exactly as a user does: ``[store] back
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -75,6 +76,15 @@ def use_backend(kb: Path, base: str, backend: str, dsn: str | None = None) -> No
         store += f'dsn = "{dsn}"\n'
     text = base.strip("\n") + "\n" + store if base.strip() else store.lstrip("\n")
     (kb / "groove.toml").write_text(text, encoding="utf-8")
+
+
+def index_on_sqlite(kb: Path, base: str) -> tuple[dict[str, Any], float]:
+    """Point the KB at SQLite (groove.toml: ``base``) and index it: the report of
+    ``groove index --json`` and the wall seconds it took."""
+    use_backend(kb, base, "sqlite")
+    started = time.perf_counter()
+    report: dict[str, Any] = json.loads(groove("index", str(kb), "--json", "--quiet").stdout)
+    return report, time.perf_counter() - started
 
 
 def cpu_seconds(pid: int, *, children: bool = False) -> float:

@@ -45,6 +45,7 @@ from pg_common import (
     cpu_seconds,
     create_database,
     groove,
+    index_on_sqlite,
     load_average,
     machine,
     postgres_available,
@@ -182,12 +183,10 @@ async def main_async(args: argparse.Namespace) -> None:
     kb = args.root / f"{args.size}-{args.embedder}"
     corpus.write(args.size, kb)
     base = f'[index]\nmax_chunk_tokens = 400\n\n[embedder]\nname = "{args.embedder}"\n'
-    use_backend(kb, base, "sqlite")
-    started = time.perf_counter()
-    report = json.loads(groove("index", str(kb), "--json", "--quiet").stdout)
+    report, seconds = index_on_sqlite(kb, base)
     print(
         f"SQLite index: {report['chunks_total']} chunks in {report['documents_total']} files "
-        f"({report['chunks_embedded']} embedded now, {time.perf_counter() - started:.0f} s)",
+        f"({report['chunks_embedded']} embedded now, {seconds:.0f} s)",
         flush=True,
     )
     qs = queries()

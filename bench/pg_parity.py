@@ -44,6 +44,7 @@ from pg_common import (
     ROOT,
     create_database,
     groove,
+    index_on_sqlite,
     load_average,
     machine,
     postgres_available,
@@ -63,12 +64,10 @@ LIMIT = 10
 def prepare(evaldata: Path, work: Path, collection: str) -> Path:
     """A scratch copy of the collection on SQLite, indexed (reused when already there)."""
     target = scratch_copy(evaldata, work, collection)
-    use_backend(target, "", "sqlite")
-    started = time.perf_counter()
-    report = json.loads(groove("index", str(target), "--json", "--quiet").stdout)
+    report, seconds = index_on_sqlite(target, "")
     print(
         f"{collection}: SQLite index {report['chunks_total']} chunks, "
-        f"{report['chunks_embedded']} embedded, {time.perf_counter() - started:.1f} s",
+        f"{report['chunks_embedded']} embedded, {seconds:.1f} s",
         flush=True,
     )
     return target
