@@ -193,6 +193,18 @@ def _indexed(kb: Path) -> Groove:
     return app
 
 
+def _indexed_notes(tmp_path: Path, dsn: str) -> tuple[Path, Groove]:
+    """The bilingual notes in a KB on PostgreSQL, indexed."""
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", dsn))
+    return kb, _indexed(kb)
+
+
+def _postgres_store(app: Groove) -> PostgresStore:
+    store = app.backend.open()
+    assert isinstance(store, PostgresStore)
+    return store
+
+
 def _forget(kb: Path) -> None:
     """Delete the KB's rows, as if it had never been indexed."""
     backend = Groove.open(kb).backend
@@ -204,10 +216,8 @@ def _forget(kb: Path) -> None:
 def test_doctor_repairs_nothing_while_an_index_run_holds_the_kb(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
-    app = _indexed(kb)
-    store = app.backend.open()
-    assert isinstance(store, PostgresStore)
+    kb, app = _indexed_notes(tmp_path, postgres_dsn)
+    store = _postgres_store(app)
     with store.transaction() as conn:
         conn.execute("UPDATE groove.kbs SET nrow = nrow + 3 WHERE id = %s", (store.kb_id,))
     backend = app.backend
@@ -261,12 +271,9 @@ def test_two_concurrent_index_runs_serialise(tmp_path: Path, postgres_dsn: str) 
 
 
 def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn: str) -> None:
-    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
-    app = Groove.open(kb)
-    app.index()
+    kb, app = _indexed_notes(tmp_path, postgres_dsn)
     expected = _content(app)
-    store = app.backend.open()
-    assert isinstance(store, PostgresStore)
+    store = _postgres_store(app)
     with store.transaction() as conn:
         victim = conn.execute(
             "SELECT c.id FROM groove.chunks c JOIN groove.documents d ON d.id = c.doc_id "
@@ -296,11 +303,8 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
 def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
-    app = Groove.open(kb)
-    app.index()
-    store = app.backend.open()
-    assert isinstance(store, PostgresStore)
+    kb, app = _indexed_notes(tmp_path, postgres_dsn)
+    store = _postgres_store(app)
     index = f"vectors_hnsw_{store.kb_id}"
     with store.transaction() as conn:
         conn.execute(f"DROP INDEX groove.{index}")  # a run killed before it built it
@@ -313,9 +317,7 @@ def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
 
 
 def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
-    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("postgres", postgres_dsn))
-    app = Groove.open(kb)
-    app.index()
+    kb, app = _indexed_notes(tmp_path, postgres_dsn)
     expected = _content(app)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok TO wtok_lost")
