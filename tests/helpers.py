@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from groove_core.app import Groove
+from groove_core.context import QueryContext
+from groove_core.hookspecs import hookimpl
+from groove_core.models import SearchHit
 from groove_core.query import normalize
 from groove_core.sqlite import word_table
 from groove_core.sqlite.store import LEXICAL_RULES_KEY, VECTORS_VERSION_KEY, Store, connect
@@ -106,3 +110,11 @@ def to_schema_3(index: Path) -> None:
     conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LEXICAL_RULES_KEY, VECTORS_VERSION_KEY))
     conn.execute("COMMIT")
     conn.close()
+
+
+class ReverseReranker:
+    """A rerank stage that reverses the order of the hits it is given."""
+
+    @hookimpl
+    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        return [replace(h, rank=i) for i, h in enumerate(reversed(hits), start=1)]

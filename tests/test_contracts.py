@@ -19,6 +19,7 @@ from groove_core.testing import (
     make_kb,
     open_kb,
 )
+from tests.helpers import ReverseReranker
 
 
 @pytest.fixture
@@ -45,12 +46,6 @@ def test_a_leg_returning_duplicates_fails(app) -> None:  # type: ignore[no-untyp
         check_candidate_leg(DuplicateLeg(), app)
 
 
-class Reverse:
-    @hookimpl
-    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        return [replace(h, rank=i) for i, h in enumerate(reversed(hits), start=1)]
-
-
 class Dropper:
     @hookimpl
     def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
@@ -58,7 +53,7 @@ class Dropper:
 
 
 def test_reranker_contract(app) -> None:  # type: ignore[no-untyped-def]
-    check_rerank_stage(Reverse(), app)
+    check_rerank_stage(ReverseReranker(), app)
     with pytest.raises(AssertionError, match="reordering"):
         check_rerank_stage(Dropper(), app)
 

@@ -21,6 +21,7 @@ from groove_core.models import LegHit, LegResult, SearchHit, Span
 from groove_core.plugins import list_plugins, make_plugin_manager
 from groove_core.query import QueryError
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb, query_context
+from tests.helpers import ReverseReranker
 
 
 def test_builtins_are_plugins() -> None:
@@ -40,12 +41,6 @@ def test_disabled_builtin_is_not_registered() -> None:
     assert next(i for i in plugins.infos if i.name == "fts").status == "disabled"
 
 
-class Reverser:
-    @hookimpl
-    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        return [replace(h, rank=i) for i, h in enumerate(reversed(hits), start=1)]
-
-
 class Passer:
     @hookimpl
     def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> None:
@@ -57,15 +52,15 @@ def test_a_stage_plugin_reorders_and_a_passing_one_changes_nothing(notes_kb: Pat
     base = open_kb(notes_kb, entry_points=False).search("rust ownership", limit=3)
     passed = open_kb(notes_kb, entry_points=False, extra_plugins=[("passer", Passer())])
     assert passed.search("rust ownership", limit=3) == base
-    flipped = open_kb(notes_kb, entry_points=False, extra_plugins=[("rev", Reverser())]).search(
-        "rust ownership", limit=3
-    )
+    flipped = open_kb(
+        notes_kb, entry_points=False, extra_plugins=[("rev", ReverseReranker())]
+    ).search("rust ownership", limit=3)
     assert [h.chunk_id for h in flipped.results] == [h.chunk_id for h in reversed(base.results)]
 
 
 def test_two_plugins_claiming_one_stage_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="groove_rerank"):
-        make_plugin_manager(GrooveConfig(), extra=[("a", Reverser()), ("b", Passer())])
+        make_plugin_manager(GrooveConfig(), extra=[("a", ReverseReranker()), ("b", Passer())])
 
 
 def test_a_stage_setting_without_its_plugin_is_a_clear_error() -> None:
