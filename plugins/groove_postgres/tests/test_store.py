@@ -8,6 +8,8 @@ import hashlib
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -125,6 +127,20 @@ def open_store(dsn: str, kb: str = "kb", **settings: object) -> PostgresStore:
     return PostgresStore.create(PostgresSettings(dsn=dsn, **settings), kb)
 
 
+@contextmanager
+def bound_stores(dsn: str, *kbs: str) -> Iterator[list[PostgresStore]]:
+    """A store for each of ``kbs`` in one database, bound to the test embedder; closed
+    on leaving."""
+    stores = [open_store(dsn, kb=kb) for kb in kbs]
+    try:
+        for store in stores:
+            store.bind_embedder("test", DIM)
+        yield stores
+    finally:
+        for store in stores:
+            store.close()
+
+
 def sqlite_store(tmp_path: Path, docs: list[NewDocument]) -> Store:
     store = Store.create(tmp_path / "index.sqlite")
     store.bind_embedder("test", DIM)
@@ -140,8 +156,7 @@ def key_of(rows: dict[int, ChunkRow], cid: int) -> tuple[str, int]:
 
 
 def test_schema_and_extensions_are_created(postgres_dsn: str) -> None:
-    store = open_store(postgres_dsn)
-    try:
+    with closing(open_store(postgres_dsn)) as store:
         with store._conn() as conn:
             tables = {
                 r[0]
@@ -154,8 +169,6 @@ def test_schema_and_extensions_are_created(postgres_dsn: str) -> None:
         assert {"kbs", "meta", "documents", "doc_tags", "chunks", "vectors", "trigram_df"} <= tables
         assert {"vector", "pg_trgm"} <= extensions
         assert version == (str(SCHEMA_VERSION),)
-    finally:
-        store.close()
     # Opening again (search side) finds the KB; an unknown KB is refused clearly.
     PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "kb").close()
     with pytest.raises(PostgresStoreError, match="run 'groove index'"):
@@ -243,14 +256,11 @@ def test_write_read_round_trip_matches_sqlite(postgres_dsn: str, tmp_path: Path)
 
 
 def test_begin_run_on_an_empty_index_marks_it_incomplete(postgres_dsn: str) -> None:
-    store = open_store(postgres_dsn)
-    try:
+    with closing(open_store(postgres_dsn)) as store:
         store.begin_run()
         assert "incomplete" in (store.incomplete() or "")
         store.end_run()
         assert store.incomplete() is None
-    finally:
-        store.close()
 
 
 # -- the lexical leg -----------------------------------------------------------------------------
@@ -328,8 +338,7 @@ def test_bm25_ranks_as_the_sqlite_fts5_leg(
 
 
 def test_lexical_search_uses_the_trigram_index(postgres_dsn: str) -> None:
-    store = open_store(postgres_dsn)
-    try:
+    with closing(open_store(postgres_dsn)) as store:
         with store._conn() as conn:
             conn.execute("SET LOCAL enable_seqscan = off")
             plan = "\n".join(
@@ -340,8 +349,6 @@ def test_lexical_search_uses_the_trigram_index(postgres_dsn: str) -> None:
                 )
             )
         assert "chunks_trgm" in plan
-    finally:
-        store.close()
 
 
 # -- the vector leg ------------------------------------------------------------------------------
@@ -356,8 +363,7 @@ def test_vector_search_equals_brute_force(
         for n in range(60)
     ]
     vectors = rng.standard_normal((240, DIM)).astype(np.float32)
-    store = open_store(postgres_dsn, ef_search=64)
-    try:
+    with closing(open_store(postgres_dsn, ef_search=64)) as store:
         store.bind_embedder("test", DIM)
         store.write_documents(docs, vectors)
         ids = sorted(store.chunk_ids_for_docs([s.id for s in store.doc_states().values()]))
@@ -388,19 +394,13 @@ def test_vector_search_equals_brute_force(
         with store._conn() as conn:
             indexes = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes")}
         assert f"vectors_hnsw_{store.kb_id}" in indexes
-    finally:
-        store.close()
 
 
 # -- statistics under writes and deletes -----------------------------------------------------
 
 
 def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) -> None:
-    full = open_store(postgres_dsn, kb="full")
-    only = open_store(postgres_dsn, kb="only")
-    try:
-        for store in (full, only):
-            store.bind_embedder("test", DIM)
+    with bound_stores(postgres_dsn, "full", "only") as (full, only):
         full.write_documents(CORPUS, vectors_for(CORPUS))
         changed = document(
             "en/search.md", [("Vector search", "Rewritten: nothing about trigrams.")]
@@ -426,9 +426,6 @@ def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) ->
                 (full.kb_id, full.kb_id, full.kb_id),
             ).fetchone()
         assert left == (0, 0, 0)
-    finally:
-        full.close()
-        only.close()
 
 
 def test_a_filling_build_writes_its_document_frequencies_once_at_the_end(
@@ -437,13 +434,8 @@ def test_a_filling_build_writes_its_document_frequencies_once_at_the_end(
     """With ``defer_statistics`` (a build filling a KB), the frequencies wait in memory
     under a meta mark and end up as every transaction's own upserts would have left them;
     a run that lost them (killed) leaves the mark, and ``recover_statistics`` recounts."""
-    eager = open_store(postgres_dsn, kb="eager")
-    filling = open_store(postgres_dsn, kb="filling")
-    lost = open_store(postgres_dsn, kb="lost")
     changed = document("en/search.md", [("Vector search", "Rewritten: nothing about trigrams.")])
-    try:
-        for store in (eager, filling, lost):
-            store.bind_embedder("test", DIM)
+    with bound_stores(postgres_dsn, "eager", "filling", "lost") as (eager, filling, lost):
         filling.defer_statistics = lost.defer_statistics = True
         for store in (eager, filling, lost):
             store.begin_run()
@@ -468,17 +460,10 @@ def test_a_filling_build_writes_its_document_frequencies_once_at_the_end(
         assert lost.get_meta("df_pending") is None
         assert lost.lexical_stats() == eager.lexical_stats()
         assert not lost.recover_statistics()
-    finally:
-        for store in (eager, filling, lost):
-            store.close()
 
 
 def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> None:
-    a = open_store(postgres_dsn, kb="a")
-    b = open_store(postgres_dsn, kb="b")
-    try:
-        for store in (a, b):
-            store.bind_embedder("test", DIM)
+    with bound_stores(postgres_dsn, "a", "b") as (a, b):
         a.write_documents(CORPUS[:2], vectors_for(CORPUS[:2]))
         same_path = document("ja/nihongo.md", [("English", "Only English words in this KB.")])
         b.write_documents([same_path], vectors_for([same_path], seed=1))
@@ -507,9 +492,6 @@ def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> Non
             assert a.embedder_identity() == ("test", DIM)
         finally:
             c.close()
-    finally:
-        a.close()
-        b.close()
 
 
 # -- connect-time checks ---------------------------------------------------------------------
