@@ -40,6 +40,29 @@ class Embedder(Protocol):
         """(dim,) float32."""
 
 
+class WrappedEmbedder:
+    """The base of an embedder that wraps another, :attr:`inner`, adding something around
+    its calls: it is that embedder (its identity, dimension and vectors)."""
+
+    @property
+    def inner(self) -> Embedder:
+        raise NotImplementedError
+
+    @property
+    def identity(self) -> str:
+        return self.inner.identity
+
+    @property
+    def dim(self) -> int:
+        return self.inner.dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        return self.inner.embed_documents(texts)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.inner.embed_query(text)
+
+
 def checked_vectors(
     vectors: Any,
     count: int,

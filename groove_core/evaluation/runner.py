@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from groove_core.embedding import WrappedEmbedder
 from groove_core.evaluation.golden import ResolvedQuery
 from groove_core.evaluation.metrics import (
     METRIC_NAMES,
@@ -36,7 +37,7 @@ Stage = Literal["candidates", "full"]
 Progress = Callable[[int], None]
 
 
-class CachedEmbedder:
+class CachedEmbedder(WrappedEmbedder):
     """Wraps an embedder so that each distinct query is embedded once per eval command.
 
     Embedding is the cost of a query (FTS and KNN take milliseconds); ablation and tuning
@@ -48,15 +49,8 @@ class CachedEmbedder:
         self._cache: dict[str, np.ndarray] = {}
 
     @property
-    def identity(self) -> str:
-        return self._inner.identity
-
-    @property
-    def dim(self) -> int:
-        return self._inner.dim
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        return self._inner.embed_documents(texts)
+    def inner(self) -> Embedder:
+        return self._inner
 
     def embed_query(self, text: str) -> np.ndarray:
         if text not in self._cache:

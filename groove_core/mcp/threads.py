@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
+from groove_core.embedding import WrappedEmbedder
 from groove_core.mcp.defaults import DEFAULT_READERS
 from groove_core.mcp.schemas import kb_parameter
 
@@ -68,7 +69,7 @@ class WorkerPool:
         return wrapper
 
 
-class LockedEmbedder:
+class LockedEmbedder(WrappedEmbedder):
     """An embedder shared by the worker threads, one call at a time.
 
     The embedder protocol promises nothing about threads: a plugin's model may keep
@@ -91,14 +92,6 @@ class LockedEmbedder:
             if self._inner is None:
                 self._inner = self._make()
             return self._inner
-
-    @property
-    def identity(self) -> str:
-        return self.inner.identity
-
-    @property
-    def dim(self) -> int:
-        return self.inner.dim
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         inner = self.inner
