@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.indexer import IndexReport
     from groove_core.storage import IndexStore, StoreError
+
+S = TypeVar("S")
 
 #: How a build runs: ``update`` the live index in place (incremental, each batch its own
 #: transaction); ``rebuild`` from empty beside it, swapped in when complete; ``reembed`` a
@@ -66,6 +68,27 @@ class Diagnosis:
     reindexed: list[str] = field(default_factory=list)  # paths the check already repaired
     #: What users should know that is not a problem (chunks still waiting for a vector).
     notes: list[str] = field(default_factory=list)
+
+    def open_index(
+        self, open_store: Callable[[], S], *, missing: Callable[[StoreError], bool]
+    ) -> S | None:
+        """The store ``open_store`` opens, to be checked; None when it cannot be opened,
+        and why is noted: a failure around the index in :attr:`environment`, an index too
+        damaged to open in :attr:`problems`, with :attr:`rebuild` set. An index that is
+        not there (``missing(err)``) has nothing to check: its error is raised."""
+        from groove_core.storage import IndexEnvironmentError, StoreError
+
+        try:
+            return open_store()
+        except IndexEnvironmentError as err:
+            self.environment.append(str(err))
+            return None
+        except StoreError as err:
+            if missing(err):
+                raise
+            self.problems.append(str(err))
+            self.rebuild = True
+            return None
 
 
 class IndexBackend(Protocol):

@@ -164,19 +164,13 @@ class SqliteBackend:
             repair_rows,
             sqlite_errors,
         )
-        from groove_core.storage import IndexEnvironmentError, StoreError, semantic_note
+        from groove_core.storage import semantic_note
 
         result = Diagnosis()
-        try:
-            store = Store.open(self.path, self.label)
-        except IndexEnvironmentError as err:
-            result.environment.append(str(err))
-            return result
-        except StoreError as err:
-            if not self.path.exists():
-                raise
-            result.problems.append(str(err))
-            result.rebuild = True
+        store = result.open_index(
+            lambda: Store.open(self.path, self.label), missing=lambda _: not self.path.exists()
+        )
+        if store is None:
             return result
         try:
             found = check_consistency(store)

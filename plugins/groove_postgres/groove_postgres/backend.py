@@ -354,16 +354,8 @@ class PostgresBackend:
         forgets the documents whose rows disagree (the index run that follows re-adds
         them)."""
         result = Diagnosis()
-        try:
-            store = self.open()
-        except IndexEnvironmentError as err:
-            result.environment.append(str(err))
-            return result
-        except StoreError as err:
-            if "run 'groove index'" in str(err):
-                raise
-            result.problems.append(str(err))
-            result.rebuild = True
+        store = result.open_index(self.open, missing=lambda err: "run 'groove index'" in str(err))
+        if store is None:
             return result
         try:
             found = _check(store)
