@@ -27,8 +27,6 @@ from groove_core.models import LegKind, LegResult, SearchHit
 from groove_core.storage import StoreError
 
 if TYPE_CHECKING:
-    from click.testing import Result
-
     from groove_core.plugins import PluginInfo
     from groove_core.storage import IndexStore
 
@@ -100,19 +98,6 @@ def installed_plugin(name: str) -> PluginInfo:
 
     plugins = make_plugin_manager(parse_config({}))
     return next(i for i in plugins.infos if i.name == name)
-
-
-def run_cli(kb: Path, *args: str) -> Result:
-    """``groove ARGS --kb KB`` in this process, with the CLI built from the installed
-    plugins (so that their flags are there), under a default configuration."""
-    from click.testing import CliRunner
-
-    from groove_core.cli import build_cli
-    from groove_core.config import parse_config
-    from groove_core.plugins import make_plugin_manager
-
-    plugins = make_plugin_manager(parse_config({}), validate=False)
-    return CliRunner().invoke(build_cli(plugins), [*args, "--kb", str(kb)])
 
 
 def query_context(

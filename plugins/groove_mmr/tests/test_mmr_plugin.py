@@ -9,10 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 import structlog
+from click.testing import CliRunner, Result
 
 from groove_core.app import Groove
+from groove_core.cli import build_cli
+from groove_core.config import parse_config
+from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb, run_cli
+from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
 
 QUERY = "cache invalidation"
 
@@ -136,13 +140,18 @@ def test_a_non_boolean_option_is_a_clear_query_error(tmp_path: Path) -> None:
         _search(app, mmr="yes")
 
 
+def _cli(kb: Path, *args: str) -> Result:
+    plugins = make_plugin_manager(parse_config({}), validate=False)
+    return CliRunner().invoke(build_cli(plugins), [*args, "--kb", str(kb)])
+
+
 def test_cli_flags_switch_mmr_per_query(tmp_path: Path) -> None:
     kb = _kb(tmp_path, "enabled = true")
     open_kb(kb)
-    assert "--mmr / --no-mmr" in run_cli(kb, "search", "--help").output
+    assert "--mmr / --no-mmr" in _cli(kb, "search", "--help").output
     runs = {}
     for flag in ("--mmr", "--no-mmr"):
-        result = run_cli(kb, "search", QUERY, "--limit", "3", "--json", flag)
+        result = _cli(kb, "search", QUERY, "--limit", "3", "--json", flag)
         assert result.exit_code == 0, result.output
         runs[flag] = [h["path"] for h in json.loads(result.output)["results"]]
     assert runs["--no-mmr"] == ["cache.md"] * 3
@@ -154,7 +163,7 @@ def test_enabling_mmr_while_the_plugin_is_disabled_names_the_package(tmp_path: P
     (kb / "groove.toml").write_text(
         FAST_CONFIG + '[plugins]\ndisabled = ["mmr"]\n[search.mmr]\nenabled = true\n'
     )
-    result = run_cli(kb, "search", QUERY)
+    result = _cli(kb, "search", QUERY)
     assert result.exit_code == 1
     assert "[search.mmr]: no enabled plugin provides this section" in result.output
     assert "[plugins] disabled keeps mmr (groove-mmr) from loading" in result.output

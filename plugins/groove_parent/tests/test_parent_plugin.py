@@ -8,13 +8,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner, Result
 
 from groove_core.app import Groove
 from groove_core.chunking import estimate_tokens
+from groove_core.cli import build_cli
+from groove_core.config import parse_config
 from groove_core.models import SearchHit
+from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
 from groove_core.sqlite.store import connect
-from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb, run_cli
+from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
 
 
 def _section(name: str, topic: str) -> str:
@@ -166,13 +170,18 @@ def test_a_non_boolean_option_is_a_clear_query_error(tmp_path: Path) -> None:
         _top(app, "kettle", parent=1)
 
 
+def _cli(kb: Path, *args: str) -> Result:
+    plugins = make_plugin_manager(parse_config({}), validate=False)
+    return CliRunner().invoke(build_cli(plugins), [*args, "--kb", str(kb)])
+
+
 def test_cli_flags_switch_expansion_per_query(tmp_path: Path) -> None:
     kb = _kb(tmp_path, "enabled = true")
     open_kb(kb)
-    assert "--parent / --no-parent" in run_cli(kb, "search", "--help").output
+    assert "--parent / --no-parent" in _cli(kb, "search", "--help").output
     # No switch: the config (enabled) decides; a switch overrides it for the one query.
     for switches, expanded in (((), True), (("--parent",), True), (("--no-parent",), False)):
-        result = run_cli(kb, "search", "kettle", "--json", *switches)
+        result = _cli(kb, "search", "kettle", "--json", *switches)
         assert result.exit_code == 0, result.output
         top = json.loads(result.output)["results"][0]
         assert ("expanded_from" in top) is expanded
@@ -184,7 +193,7 @@ def test_enabling_parent_while_the_plugin_is_disabled_names_the_package(tmp_path
         FAST_CONFIG
         + '[plugins]\ndisabled = ["parent"]\n[search.parent_retriever]\nenabled = true\n'
     )
-    result = run_cli(kb, "search", "kettle")
+    result = _cli(kb, "search", "kettle")
     assert result.exit_code == 1
     assert "[search.parent_retriever]: no enabled plugin provides this section" in result.output
     assert "[plugins] disabled keeps parent (groove-parent) from loading" in result.output
