@@ -346,9 +346,11 @@ def test_a_killed_server_is_an_error_at_once_and_a_restarted_one_serves_again(
 
         async def search(client: Any) -> Any:
             began = time.monotonic()
-            # Bounded here so that a call that never answers fails the test, not hangs it.
+            # Bounded here so that a call that never answers fails the test, not hangs it;
+            # loose, since the first call loads the model and the last waits for a restart
+            # on a busy machine: "at once" is the elapsed < 5 s asserted below.
             result = await asyncio.wait_for(
-                client.call_tool("search", {"query": "rust", "limit": 3}), timeout=20
+                client.call_tool("search", {"query": "rust", "limit": 3}), timeout=90
             )
             seen.append((time.monotonic() - began, result))
             return result
