@@ -284,7 +284,9 @@ class EmbeddedPostgres:
 
     def kill(self) -> None:
         """SIGKILL the postmaster, as a crash or an OOM kill would: no shutdown, the
-        clients' connections drop, the data folder stays for :meth:`restart`."""
+        clients' connections drop, the data folder stays for :meth:`restart`. Under the
+        fixture's ``synchronous_commit=off`` the commits of the last moments are lost with
+        it: a test that restarts starts its server with ``synchronous_commit=on``."""
         pid = int((self.data / "postmaster.pid").read_text().split()[0])
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + 30
