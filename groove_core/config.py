@@ -417,9 +417,13 @@ class Settings:
         return _lookup(self.config, dotted.split("."), dotted)
 
     def describe(self, dotted: str) -> str:
-        """A key as a user reads it in groove.toml: ``[search.dedupe] enabled``."""
-        table, _, key = dotted.rpartition(".")
-        return f"[{table}] {key}" if table else key
+        return describe_key(dotted)
+
+
+def describe_key(dotted: str) -> str:
+    """A key as a user reads it in groove.toml: ``[search.dedupe] enabled``."""
+    table, _, key = dotted.rpartition(".")
+    return f"[{table}] {key}" if table else key
 
 
 def resolve_settings(

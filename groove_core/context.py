@@ -42,6 +42,15 @@ class SearchOption:
     # is the one who writes groove.toml anyway. E.g. a model name, so that an agent can pick
     # among the configured models but never make the server load (or download) another.
     choices: Callable[[Settings], Sequence[str]] | None = None
+    #: A stage switch's groove.toml key (the default when a query does not give the
+    #: option): the CLI's help names it, the MCP schema says whether it is on.
+    setting: str | None = None
+    #: A key that must be set for the option to do anything (a stage switch's
+    #: ``requires``): while it is unset, MCP does not offer the option.
+    requires: str | None = None
+    #: The option as the MCP schema shows it to an agent, when ``help`` (the CLI's) speaks
+    #: of things only the user at the terminal has: local folders, groove.toml.
+    agent_help: str | None = None
 
 
 @dataclass(frozen=True)

@@ -120,10 +120,7 @@ class Plugins:
 
         options = [
             SearchOption(
-                s.name,
-                "bool",
-                f"{s.help} (overrides {self.settings.describe(s.setting)}).",
-                plugin=s.plugin,
+                s.name, "bool", s.help, plugin=s.plugin, setting=s.setting, requires=s.requires
             )
             for s in self.stage_switches()
         ]

@@ -107,7 +107,7 @@ def test_a_third_party_stage_owns_its_section_and_switch(tmp_path: Path) -> None
     assert app.plugins.settings.value("search.fusion.rrf_k") == 60.0
     option = next(o for o in app.plugins.search_options() if o.name == "dedupe")
     assert (option.type, option.plugin) == ("bool", "dedupe")
-    assert "overrides [search.dedupe] enabled" in option.help
+    assert option.setting == "search.dedupe.enabled"
 
     off, _, ctx = app.search_explained("kettle descale", limit=3)
     assert ctx.active_stages == frozenset() and ctx.pool_size == 3

@@ -25,7 +25,7 @@ from groove_core.cli.options import (
     one_kb,
 )
 from groove_core.cli.terminal import aligned, dumps, no_color, printable, style
-from groove_core.config import ConfigError, GrooveConfig, load_config
+from groove_core.config import ConfigError, GrooveConfig, describe_key, load_config
 from groove_core.context import SearchOption
 from groove_core.plugins import Plugins, make_plugin_manager
 from groove_core.rows import Backlink, OutgoingLink
@@ -426,11 +426,15 @@ def _print_explain(explain: dict[str, Any]) -> None:
 def _add_option(command: click.Command, option: SearchOption) -> None:
     flag = option.name.replace("_", "-")
     kinds: dict[str, Any] = {"str": str, "int": int, "float": float}
+    text = option.help
+    if option.setting:
+        # The user at the terminal writes groove.toml: name the key that sets the default.
+        text += f" (overrides {describe_key(option.setting)})."
     if option.type == "bool":
-        param = click.Option([f"--{flag}/--no-{flag}", option.name], default=None, help=option.help)
+        param = click.Option([f"--{flag}/--no-{flag}", option.name], default=None, help=text)
     else:
         param = click.Option(
-            [f"--{flag}", option.name], type=kinds[option.type], default=None, help=option.help
+            [f"--{flag}", option.name], type=kinds[option.type], default=None, help=text
         )
     command.params.append(param)
 

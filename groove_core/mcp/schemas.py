@@ -45,54 +45,47 @@ Start with `search`; read around a hit with `get_document(path, chunk_id=...)`; 
 """
 
 SEARCH_DESCRIPTION = """\
-Search the knowledge base by meaning and by text at once (hybrid: vectors + full text,
-fused with reciprocal rank fusion) and return the best passages (chunks), best first.
-Each result has path, title, heading_path, content, score (larger is better; compare only
-within one response), rank, chunk_id, line_start/line_end and match_spans (UTF-8 byte
-offsets of matched text in content).
+Search the knowledge base by meaning and by text at once and return the best passages,
+best first.
 
-Query syntax:
-- Plain words or a natural-language question, in Japanese or English.
-- "quoted phrase" searches that exact text.
-- -word or -"phrase" excludes results containing it (in heading, title or content).
-  A query made only of exclusions is rejected.
-- Full-text matching works on pieces of 3+ characters: shorter words (AI, ML, Go) count
-  only for meaning-based matching unless you quote a wider span ("AI について").
-  Case and full/half width are ignored.
+Query: plain words or a question, in Japanese or English; "quoted phrase" for exact text;
+-word or -"phrase" to exclude (not alone). Text matching needs 3+ characters: shorter
+words (AI, Go) match by meaning only unless quoted with more ("AI について"). Case and
+full/half width are ignored.
 
-Filters: `path` is a glob over KB-relative paths ('docs/**', '*.md', or a folder such as
-'notes/ops'); `tags` keeps files carrying every listed front-matter tag.
-
-Response: {results, low_confidence, filter_applied, truncated, omitted_results,
-omitted_chars}. low_confidence=true means nothing matched strongly: rephrase, use other
-words or drop filters. truncated=true means results or text were left out to stay under
-the response size budget: lower `limit` or read files with get_document."""
+Returns {results, low_confidence, filter_applied, warnings, truncated, note,
+omitted_results, omitted_chars}. Each result: path, title, heading, heading_path, content,
+score (larger is better, within one response), rank, chunk_id (for get_document),
+line_start, line_end, tags, match_spans ([start, end) UTF-8 byte offsets of matched text
+in content). low_confidence: nothing matched strongly; rephrase or drop filters.
+truncated: results or text were left out to fit the size budget; lower `limit` or read
+with get_document."""
 
 GET_DOCUMENT_DESCRIPTION = """\
-Read a Markdown file of the knowledge base for follow-up after search: the whole file,
-a line range (start_line/end_line, 1-based, inclusive), or the neighbourhood of a search
-hit (chunk_id from a search result, plus `neighbours` chunks on each side).
-`path` is KB-relative, exactly as search and list_documents return it.
-If the text exceeds the response size budget it is cut at a line boundary, truncated=true,
-and next_start_line says where to continue."""
+Read a file of the knowledge base: all of it, a line range (start_line/end_line, 1-based,
+inclusive), or the passages around a search hit (chunk_id, plus `neighbours` on each side).
+
+Returns {path, title, tags, indexed, changed_since_index, total_lines, line_start,
+line_end, content, chunk_id, links (first outgoing links and backlinks), truncated,
+omitted_chars, next_start_line}. Text over the size budget is cut at a line boundary:
+continue from next_start_line."""
 
 LIST_DOCUMENTS_DESCRIPTION = """\
-List the indexed Markdown files: path, title, tags and number of chunks, sorted by path.
-Filter by `path_prefix` (e.g. 'notes/') and `tags` (all required, case-insensitive).
-Paginated: pass next_offset back as `offset` to get the next page (null at the end)."""
+List the indexed files, sorted by path, optionally under `path_prefix` and carrying every
+one of `tags`. Returns {documents: [{path, title, tags, chunks}], total, offset,
+next_offset}; pass next_offset back as `offset` for the next page (null at the end)."""
 
 RELATED_DESCRIPTION = """\
-The neighbourhood of a note: the links it makes (Markdown links and [[wikilinks]], each
-with the KB-relative `path` it resolves to, or null when nothing indexed matches) and its
-backlinks (the documents linking to it, with the line of each link). Use it to follow a
-note's context after search or get_document. Both lists are capped by `limit` and by the
-response size budget; the totals say how many there are."""
+The links of a note: those it makes (Markdown links and [[wikilinks]]) and its backlinks.
+Returns {path, title, outgoing: [{target, kind, path, line}], outgoing_total, backlinks,
+backlinks_total, truncated}; an outgoing link's path is where it resolves (null: nothing
+indexed matches), a backlink's path is the note linking here."""
 
 INDEX_STATUS_DESCRIPTION = """\
-Report the state of the search index: number of documents and chunks, the embedder,
-when it was last indexed, the enabled plugins, and which Markdown files were added,
-modified or deleted on disk since (if any, results may be stale until 'groove index'
-runs again)."""
+The state of the index. Returns {kb (the served name), documents, chunks, embedder,
+last_indexed (ISO 8601 UTC), plugins, changes_on_disk (files added, modified or deleted
+since: results may be stale until they are indexed), incomplete, incomplete_note,
+vectors_pending, semantic_note (how much is embedded while some is not)}."""
 
 
 # -- structured output schemas -----------------------------------------------------------
@@ -269,7 +262,7 @@ def search_parameters(app: Groove, options: Sequence[SearchOption]) -> list[insp
                 Field(
                     min_length=1,
                     max_length=MAX_INPUT_CHARS,
-                    description="what to look for; see the query syntax above",
+                    description="what to look for (see the query forms above)",
                 ),
             ],
         ),
@@ -365,45 +358,44 @@ def kb_parameter(names: Sequence[str], *, required: bool) -> inspect.Parameter:
     )
 
 
-_NONE = "The server's configuration lists no values, so a client cannot use it"
-
-
-def unavailable_options(app: Groove, options: Sequence[SearchOption]) -> dict[str, str]:
-    """Options with choices of which the configuration lists none: name -> plugin."""
-    return {
-        o.name: o.plugin
-        for o in options
-        if o.choices is not None and not o.choices(app.plugins.settings)
-    }
+def unavailable_options(app: Groove) -> dict[str, str]:
+    """Plugin options a client cannot use with this configuration, not offered in the
+    schema: name -> why (said to a client that sends one anyway)."""
+    settings = app.plugins.settings
+    why: dict[str, str] = {}
+    for o in app.plugins.search_options():
+        if o.choices is not None and not o.choices(settings):
+            why[o.name] = f"the server lists no values for it (plugin {o.plugin})"
+        elif o.requires is not None and settings.value(o.requires) is None:
+            why[o.name] = f"the server has not set up what it needs (plugin {o.plugin})"
+    return why
 
 
 def _option_type(app: Groove, option: SearchOption) -> Any:
-    """A plugin option's parameter type: its values bounded, or listed where it has choices."""
-    help_text = f"{option.help} (plugin {option.plugin}; omit for its default)"
+    """A plugin option's parameter type: its values bounded, or listed where it has choices;
+    its description in an agent's terms (what it does, and its default)."""
+    text = option.agent_help or option.help
+    if option.setting is not None:
+        text += f" (default: {'on' if app.plugins.settings.value(option.setting) else 'off'})"
     if option.choices is None:
         kind: Any = _OPTION_TYPES[option.type]
         if kind is str:
             kind = Annotated[str, Field(max_length=MAX_OPTION_CHARS)]
-        return Annotated[kind | None, Field(description=help_text)]
+        return Annotated[kind | None, Field(description=text)]
     allowed = tuple(option.choices(app.plugins.settings))
-    if not allowed:
-        # Nothing to choose from: the parameter stays, so that a client that sends it is
-        # told why it cannot (see unavailable_options) rather than silently ignored.
-        return Annotated[
-            str | None, Field(max_length=MAX_OPTION_CHARS, description=f"{help_text}. {_NONE}")
-        ]
-    listed = ", ".join(allowed)
-    return Annotated[
-        Literal[allowed] | None,
-        Field(description=f"{help_text}. One of: {listed}"),
-    ]
+    listed = f"{text}. One of: {', '.join(allowed)}"
+    return Annotated[Literal[allowed] | None, Field(description=listed)]
 
 
 def usable_options(app: Groove) -> list[SearchOption]:
-    """Plugin search options that can become parameters; clashing ones are logged, skipped."""
+    """Plugin search options that can become parameters: not those a client cannot use
+    (:func:`unavailable_options`); clashing ones are logged, skipped."""
     usable: list[SearchOption] = []
     taken = set(CORE_SEARCH_PARAMS)
+    unavailable = unavailable_options(app)
     for option in app.plugins.search_options():
+        if option.name in unavailable:
+            continue
         problem = None
         if option.name in taken:
             problem = "the name is already taken"

@@ -31,6 +31,7 @@ from mcp_types import CallToolResult
 from groove_core import __version__
 from groove_core.app import Groove
 from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, fit_search
+from groove_core.mcp.protocol import GrooveServer
 from groove_core.mcp.schemas import (
     GET_DOCUMENT_DESCRIPTION,
     GET_DOCUMENT_PARAMS,
@@ -166,7 +167,12 @@ def build_mcp_server(
         check_same_embedder(given)
     kbs = [NamedKb(kb.name, server_app(kb.app), kb.description) for kb in given]
     pool = WorkerPool(min(kb.app.backend.readers for kb in kbs) if readers is None else readers)
-    server: MCPServer = MCPServer("groove", version=__version__, instructions=instructions(kbs))
+    server = GrooveServer(
+        "groove",
+        version=__version__,
+        instructions=instructions(kbs),
+        refused={"search": unavailable_options(kbs[0].app)},
+    )
     options = usable_options(kbs[0].app)
     served = ServedKbs(kbs, max_response_chars, [o.name for o in options])
     _add_search(server, served, pool, options)
@@ -179,20 +185,12 @@ def _add_search(
     server: MCPServer, served: ServedKbs, pool: WorkerPool, options: Sequence[Any]
 ) -> None:
     app = served.kbs[0].app
-    unavailable = unavailable_options(app, options)
     if served.multi_kb:
         body = served.errors("search", served.search_kbs)
     else:
         body = served.body("search", None)
 
     async def search(**kwargs: Any) -> Any:
-        # Refused here, on the event loop, before queueing behind other searches.
-        for name, plugin in unavailable.items():
-            if kwargs.get(name) is not None:
-                raise ToolError(
-                    f"parameter {name!r} (plugin {plugin}) cannot be used: the server's "
-                    "configuration lists no values a client may choose; omit it"
-                )
         return await pool.run(body, **kwargs)
 
     params = search_parameters(app, options)

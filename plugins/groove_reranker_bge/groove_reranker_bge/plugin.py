@@ -212,6 +212,7 @@ def groove_search_options() -> list[SearchOption]:
             "Rerank this query with this cross-encoder (hub name or local directory), "
             "whatever rerank_by_default says. Over MCP: one of the models groove.toml lists.",
             choices=mcp_models,
+            agent_help="Rerank this query's results with this model",
         ),
     ]
 

@@ -52,7 +52,7 @@ def test_a_client_picks_only_among_the_configured_models(tmp_path: Path, tiny_mo
             {"query": QUERY, "rerank": True},
         ],
     )
-    assert props["reranker"]["anyOf"][0]["enum"] == [str(tiny_model), str(other)]
+    assert props["reranker"]["enum"] == [str(tiny_model), str(other)]
     assert "boolean" in str(props["rerank"])
 
     assert not named.is_error, named.content
@@ -74,6 +74,14 @@ def test_without_configured_models_the_parameter_is_refused(
         build_mcp_server(app),
         [{"query": QUERY, "reranker": str(tiny_model)}, {"query": QUERY, "rerank": True}],
     )
-    assert "lists no values" in props["reranker"]["description"]
-    assert named.is_error and "cannot be used" in named.content[0].text
-    assert switch.is_error and "needs a model" in switch.content[0].text
+    # Neither is offered; a client that sends one anyway is told why.
+    assert "reranker" not in props and "rerank" not in props
+    assert (
+        named.is_error
+        and "argument 'reranker' of search cannot be used: the server "
+        "lists no values for it (plugin reranker)"
+        in named.content[0].text
+    )
+    assert switch.is_error and "argument 'rerank' of search cannot be used" in (
+        switch.content[0].text
+    )
