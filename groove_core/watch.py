@@ -18,13 +18,15 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from groove_core.indexer import IndexReport, walk_kb
+from groove_core.indexer import IndexProgress, IndexReport, walk_kb
 from groove_core.logs import get_logger
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
 
 Snapshot = dict[str, tuple[int, int]]
+#: Documents a re-index added, modified and removed (KB-relative paths).
+ChangesFn = Callable[[list[str], list[str], list[str]], None]
 
 log = get_logger("groove.watch")
 
@@ -43,6 +45,7 @@ class Watcher:
         interval: float = 1.0,
         debounce: float = 0.5,
         on_report: Callable[[IndexReport], None] | None = None,
+        on_changes: ChangesFn | None = None,
     ) -> None:
         from groove_core.app import Groove
 
@@ -50,6 +53,12 @@ class Watcher:
         self.interval = interval
         self.debounce = debounce
         self.on_report = on_report or (lambda _report: None)
+        self.on_changes = on_changes
+        #: The running index run's latest progress and when it began (None between runs).
+        self._progress: tuple[IndexProgress, float] | None = None
+        self._began = 0.0
+        #: The tree before the changes the next run indexes (what on_changes is told).
+        self._before: Snapshot | None = None
         self.stop = threading.Event()
         self.runs = 0
         #: Chunks the last run left without a vector: the next poll goes on embedding.
@@ -71,13 +80,32 @@ class Watcher:
             current = following
         return current
 
+    def progress(self) -> str | None:
+        """The running re-index as the CLI's progress line says it, or None when idle."""
+        from groove_core.progress import describe
+
+        current = self._progress
+        if current is None:
+            return None
+        event, began = current
+        return describe(event, time.monotonic() - began)
+
+    def _on_progress(self, event: IndexProgress) -> None:
+        self._progress = (event, self._began)
+
     def _reindex(self) -> None:
+        before, self._before = self._before, None
+        self._began = time.monotonic()
         try:
-            report = self.app.index(stop=self._interrupter(self._baseline))
+            report = self.app.index(
+                stop=self._interrupter(self._baseline), progress=self._on_progress
+            )
         except Exception as err:  # keep watching: the next change may fix it
             log.error("re-index failed", error=str(err))
             self.pending = 0  # retried on the next change, not on every poll
             return
+        finally:
+            self._progress = None
         self.runs += 1
         self.pending = report.vectors_pending
         log.info(
@@ -90,6 +118,13 @@ class Watcher:
             seconds=round(report.seconds, 2),
         )
         self.on_report(report)
+        if self.on_changes is not None and before is not None and self._baseline is not None:
+            after = self._baseline
+            self.on_changes(
+                sorted(after.keys() - before.keys()),
+                sorted(p for p in after.keys() & before.keys() if after[p] != before[p]),
+                sorted(before.keys() - after.keys()),
+            )
 
     def _interrupter(self, baseline: Snapshot | None) -> Callable[[], bool]:
         """What the vector pass asks between batches: stop when the watcher stops, or
@@ -127,6 +162,7 @@ class Watcher:
         settled = current if current == last else self._settle(current)
         if not self.stop.is_set():
             self._baseline = settled
+            self._before = last
             self._reindex()
         return settled
 

@@ -88,7 +88,10 @@ def test_compact_schema_keeps_a_property_named_title() -> None:
         },
     }
     assert compact_schema(schema) == {
-        "properties": {"title": {"type": "string"}, "n": {"type": "integer", "description": "count"}}
+        "properties": {
+            "title": {"type": "string"},
+            "n": {"type": "integer", "description": "count"},
+        }
     }
     assert compact_schema(schema, output=True) == {
         "properties": {"title": {"type": ["string", "null"]}, "n": {"type": "integer"}}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -222,6 +223,7 @@ def _serve(
 ) -> None:
     import structlog
 
+    from groove_core.mcp.resources import WatchBus, change_events
     from groove_core.mcp.server import build_mcp_server
     from groove_core.multi_kb import open_kbs
 
@@ -230,17 +232,29 @@ def _serve(
     token = read_token(http.token_file) if transport == "http" else None
     kbs = open_kbs(folders, config_path)
     apps = [kb.app for kb in kbs]
-    for app in apps:
+    bus = WatchBus()
+    activity: dict[str, Callable[[], str | None]] = {}
+    for kb in kbs:
         if watch:
             from groove_core.watch import Watcher
 
+            def announce(added: list[str], modified: list[str], removed: list[str],
+                         name: str = kb.name) -> None:  # fmt: skip
+                bus.publish_from_thread(change_events(name, added, modified, removed))
+
             # Its own connection on its own thread; searches keep reading through WAL.
-            Watcher(app).start()
-        elif not app.backend.exists():
-            log.warning("no index yet: tools will fail until 'groove index' runs", kb=str(app.kb))
-    server = build_mcp_server(kbs, max_response_chars=max_chars, readers=readers)
-    kb = ", ".join(str(app.kb) for app in apps)
-    log.info("serving", kb=kb, transport=transport, max_response_chars=max_chars)
+            watcher = Watcher(kb.app, on_changes=announce)
+            activity[kb.name] = watcher.progress
+            watcher.start()
+        elif not kb.app.backend.exists():
+            log.warning(
+                "no index yet: tools will fail until 'groove index' runs", kb=str(kb.app.kb)
+            )
+    server = build_mcp_server(
+        kbs, max_response_chars=max_chars, readers=readers, bus=bus, activity=activity
+    )
+    served = ", ".join(str(app.kb) for app in apps)
+    log.info("serving", kb=served, transport=transport, max_response_chars=max_chars)
     if transport == "stdio":
         server.run("stdio")
     else:

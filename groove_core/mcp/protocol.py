@@ -6,7 +6,8 @@
 - An argument error is said in groove's words, naming the argument and what it must be,
   never pydantic's report with its documentation links; an argument the tool does not
   take is refused, with why where the server knows (a plugin's option it cannot use).
-- Resources and prompts come from :mod:`groove_core.mcp.resources`.
+- ``resources/list`` pages through the served KBs' documents, ``resources/read`` reads
+  one (:mod:`groove_core.mcp.resources`).
 """
 
 from __future__ import annotations
@@ -14,10 +15,20 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import Tool
+from mcp.server.mcpserver.exceptions import ResourceError, ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import (
+    INVALID_PARAMS,
+    ListResourcesResult,
+    PaginatedRequestParams,
+    ResourceTemplate,
+    Tool,
+)
 from pydantic import ValidationError
+
+from groove_core.mcp.resources import MIME, SCHEME, DocumentSource
 
 #: JSON Schema keywords whose value is one schema, a list of them, or a map of them.
 _ONE = ("items", "additionalProperties", "not")
@@ -112,7 +123,8 @@ def _what(item: Mapping[str, Any]) -> str:
 
 
 class GrooveServer(MCPServer):
-    """``MCPServer`` with compact tool schemas and argument errors in groove's words."""
+    """``MCPServer`` with compact tool schemas, argument errors in groove's words, and the
+    served KBs' documents as resources."""
 
     def __init__(self, *args: Any, refused: Mapping[str, Mapping[str, str]] | None = None,
                  **kwargs: Any) -> None:  # fmt: skip
@@ -120,6 +132,33 @@ class GrooveServer(MCPServer):
         #: tool -> argument -> why a client cannot use it (not in the schema).
         self.refused = {k: dict(v) for k, v in (refused or {}).items()}
         self._listed: list[Tool] | None = None
+        #: The documents served as resources (set by build_mcp_server).
+        self.documents: DocumentSource | None = None
+
+    # -- resources: the served documents, read on the worker pool ------------------------
+
+    async def _handle_list_resources(
+        self, ctx: Any, params: PaginatedRequestParams | None
+    ) -> ListResourcesResult:
+        # The SDK's handler lists registered resources in one page; a KB's documents are
+        # many and change, so this one pages through them.
+        if self.documents is None:
+            return await super()._handle_list_resources(ctx, params)
+        try:
+            resources, following = await self.documents.page(params.cursor if params else None)
+        except ResourceError as err:
+            raise MCPError(code=INVALID_PARAMS, message=str(err)) from None
+        return ListResourcesResult(resources=resources, next_cursor=following)
+
+    async def list_resource_templates(self) -> list[ResourceTemplate]:
+        listed = await super().list_resource_templates()
+        return listed + (self.documents.templates() if self.documents else [])
+
+    async def read_resource(self, uri: Any, context: Any = None) -> Any:
+        if self.documents is None or not str(uri).startswith(f"{SCHEME}://"):
+            return await super().read_resource(uri, context)
+        text = await self.documents.read(str(uri))
+        return [ReadResourceContents(content=text, mime_type=MIME)]
 
     async def list_tools(self) -> list[Tool]:
         # Every tool is registered before the server serves (build_mcp_server).

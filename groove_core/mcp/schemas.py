@@ -85,7 +85,8 @@ INDEX_STATUS_DESCRIPTION = """\
 The state of the index. Returns {kb (the served name), documents, chunks, embedder,
 last_indexed (ISO 8601 UTC), plugins, changes_on_disk (files added, modified or deleted
 since: results may be stale until they are indexed), incomplete, incomplete_note,
-vectors_pending, semantic_note (how much is embedded while some is not)}."""
+vectors_pending, semantic_note (how much is embedded while some is not), indexing (while
+the server re-indexes changed files: "indexing 42% | ... | ETA 20s"; call again to wait)}."""
 
 
 # -- structured output schemas -----------------------------------------------------------
@@ -231,6 +232,9 @@ class StatusOut(BaseModel):
     )
     semantic_note: str | None = Field(
         None, description="how much of the KB is embedded, while some is not"
+    )
+    indexing: str | None = Field(
+        None, description="a re-index this server is running (serve --watch): its progress"
     )
 
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import structlog
@@ -32,6 +32,7 @@ from groove_core import __version__
 from groove_core.app import Groove
 from groove_core.mcp.budget import DEFAULT_MAX_RESPONSE_CHARS, MIN_RESPONSE_CHARS, fit_search
 from groove_core.mcp.protocol import GrooveServer
+from groove_core.mcp.resources import DocumentSource, WatchBus, add_prompts
 from groove_core.mcp.schemas import (
     GET_DOCUMENT_DESCRIPTION,
     GET_DOCUMENT_PARAMS,
@@ -81,12 +82,20 @@ class ServedKbs:
     """The tools' bodies for every served KB (plain functions, run on the worker pool),
     each call routed to its KB's :class:`Tools`."""
 
-    def __init__(self, kbs: Sequence[NamedKb], budget: int, option_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        kbs: Sequence[NamedKb],
+        budget: int,
+        option_names: Sequence[str],
+        activity: Mapping[str, Callable[[], str | None]] | None = None,
+    ) -> None:
         self.kbs = list(kbs)
         self.names = tuple(kb.name for kb in kbs)
         self.budget = budget
         self.option_names = tuple(option_names)
-        self.tools = {kb.name: Tools(kb, budget, option_names) for kb in kbs}
+        self.tools = {
+            kb.name: Tools(kb, budget, option_names, (activity or {}).get(kb.name)) for kb in kbs
+        }
 
     @property
     def multi_kb(self) -> bool:
@@ -148,6 +157,8 @@ def build_mcp_server(
     *,
     max_response_chars: int = DEFAULT_MAX_RESPONSE_CHARS,
     readers: int | None = None,
+    bus: WatchBus | None = None,
+    activity: Mapping[str, Callable[[], str | None]] | None = None,
 ) -> MCPServer:
     """An MCP server for ``app``'s knowledge base, or for several named KBs, with the tools
     of every enabled plugin.
@@ -155,6 +166,9 @@ def build_mcp_server(
     ``max_response_chars`` caps the JSON text of each built-in tool's response; ``readers``
     is the number of worker threads (each with its own index connection to each KB), by
     default the storage backend's (``IndexBackend.readers``; with several KBs the smallest).
+    ``bus`` carries change notifications to listening clients (``serve --watch`` publishes
+    on it, :func:`groove_core.mcp.resources.change_events`); ``activity`` maps a served
+    KB's name to the progress line of the re-index running for it (``index_status``).
     """
     if max_response_chars < MIN_RESPONSE_CHARS:
         raise ValueError(
@@ -172,12 +186,15 @@ def build_mcp_server(
         version=__version__,
         instructions=instructions(kbs),
         refused={"search": unavailable_options(kbs[0].app)},
+        subscriptions=bus,
     )
     options = usable_options(kbs[0].app)
-    served = ServedKbs(kbs, max_response_chars, [o.name for o in options])
+    served = ServedKbs(kbs, max_response_chars, [o.name for o in options], activity)
     _add_search(server, served, pool, options)
     _add_reading_tools(server, served, pool)
     add_plugin_tools(kbs, server, pool)
+    server.documents = DocumentSource(kbs, pool, max_response_chars)
+    add_prompts(server)
     return server
 
 

@@ -130,8 +130,16 @@ def as_tool_errors(app: Groove, name: str, fn: Callable[..., T]) -> Callable[...
 class Tools:
     """One served KB's built-in tool bodies: plain functions run on the worker pool."""
 
-    def __init__(self, kb: NamedKb, budget: int, option_names: Sequence[str]) -> None:
+    def __init__(
+        self,
+        kb: NamedKb,
+        budget: int,
+        option_names: Sequence[str],
+        activity: Callable[[], str | None] | None = None,
+    ) -> None:
         self.app = kb.app
+        #: The progress line of a re-index this server runs (serve --watch), if any.
+        self.activity = activity or (lambda: None)
         self.name = kb.name  # what index_status calls the KB: the name it is served under
         self.budget = budget
         self.option_names = tuple(option_names)
@@ -348,5 +356,6 @@ class Tools:
             incomplete_note=facts["incomplete_note"],
             vectors_pending=facts["vectors_pending"],
             semantic_note=facts["semantic_note"],
+            indexing=self.activity(),
         )
         return result(fit_status(status.model_dump(mode="json"), self.budget))
