@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from groove_core.app import Groove
 from groove_core.context import QueryContext
@@ -118,3 +119,31 @@ class ReverseReranker:
     @hookimpl
     def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
         return [replace(h, rank=i) for i, h in enumerate(reversed(hits), start=1)]
+
+
+def stdio_exchange(
+    kb: Path, messages: list[dict[str, Any]], answers: int, *extra: str
+) -> tuple[list[dict[str, Any]], bytes]:
+    """Write ``messages`` (JSON-RPC, one a line) to a ``groove serve --kb kb`` over stdio,
+    read ``answers`` lines back, then close its input (it stops): the answers parsed, and
+    its stderr."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "groove_core", "serve", "--kb", str(kb), *extra],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdin.write("".join(json.dumps(m, ensure_ascii=False) + "\n" for m in messages).encode())
+    proc.stdin.flush()
+    lines = [proc.stdout.readline() for _ in range(answers)]
+    rest, err = proc.communicate(timeout=30)  # closes stdin: the server ends
+    assert rest == b"", rest
+    return [json.loads(line) for line in lines], err

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +22,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS, MODERN_PROTOCOL_VERSIONS
 
 from groove_core.mcp import PROTOCOL_REVISIONS
-from groove_core.testing import open_kb, wait_until_listening
-from tests.test_mcp_http import ENV, TOKEN, _free_port
+from groove_core.testing import open_kb
+from tests.helpers import stdio_exchange
+from tests.test_mcp_http import ENV, TOKEN, serve
 
 HANDSHAKE = [r for r in PROTOCOL_REVISIONS if r in HANDSHAKE_PROTOCOL_VERSIONS]
 MODERN = [r for r in PROTOCOL_REVISIONS if r in MODERN_PROTOCOL_VERSIONS]
@@ -79,23 +79,8 @@ def _session_calls() -> list[dict[str, Any]]:
 def test_stdio_handshake_revision(notes_kb: Path, revision: str) -> None:
     open_kb(notes_kb)
     lines = [_init(revision), _message(None, "notifications/initialized", {}), *_session_calls()]
-    stdin = "".join(json.dumps(m, ensure_ascii=False) + "\n" for m in lines)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "groove_core", "serve", "--kb", str(notes_kb)],
-        env=ENV,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(stdin.encode())
-    proc.stdin.flush()
-    answers = {}
-    for _ in range(4):
-        answer = json.loads(proc.stdout.readline())
-        answers[answer["id"]] = answer
-    proc.communicate(timeout=30)
-    _check_session(revision, answers)
+    answers, _ = stdio_exchange(notes_kb, lines, 4)
+    _check_session(revision, {a["id"]: a for a in answers})
 
 
 @pytest.mark.parametrize("revision", MODERN)
@@ -125,22 +110,12 @@ def http_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     from groove_core.testing import make_kb
     from tests.conftest import NOTES
 
-    kb = make_kb(tmp_path_factory.mktemp("matrix") / "kb", NOTES)
+    folder = tmp_path_factory.mktemp("matrix")
+    kb = make_kb(folder / "kb", NOTES)
     open_kb(kb)
-    port = _free_port()
-    args = ["serve", "--kb", str(kb), "--transport", "http", "--port", str(port)]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "groove_core", *args],
-        env={**ENV, "GROOVE_MCP_TOKEN": TOKEN},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        wait_until_listening(proc, port)
+    (folder / "token").write_text(TOKEN, encoding="utf-8")
+    with serve(kb, "--token-file", str(folder / "token")) as (port, _):
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
 
 
 def _answer(response: httpx2.Response) -> dict[str, Any]:

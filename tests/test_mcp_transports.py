@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import socket
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from groove_core.testing import open_kb, wait_until_listening
+from tests.helpers import stdio_exchange
 
 ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "NO_PROXY": "127.0.0.1"}
 
@@ -43,11 +43,11 @@ def test_stdio_client_lists_and_calls_tools(notes_kb: Path) -> None:
     assert en.structured_content["results"][0]["path"] == "guide/search.md"
 
 
-def _rpc(id_: int | None, method: str, params: dict[str, Any]) -> str:
+def _rpc(id_: int | None, method: str, params: dict[str, Any]) -> dict[str, Any]:
     message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
     if id_ is not None:
         message["id"] = id_
-    return json.dumps(message, ensure_ascii=False) + "\n"
+    return message
 
 
 def test_stdout_carries_only_protocol_messages_and_logs_go_to_stderr(notes_kb: Path) -> None:
@@ -58,25 +58,17 @@ def test_stdout_carries_only_protocol_messages_and_logs_go_to_stderr(notes_kb: P
         "clientInfo": {"name": "raw", "version": "0"},
     }
     call = {"name": "search", "arguments": {"query": "検索システム"}}
-    stdin = (
-        _rpc(1, "initialize", init)
-        + _rpc(None, "notifications/initialized", {})
-        + _rpc(2, "tools/call", call)
+    messages, err = stdio_exchange(
+        notes_kb,
+        [
+            _rpc(1, "initialize", init),
+            _rpc(None, "notifications/initialized", {}),
+            _rpc(2, "tools/call", call),
+        ],
+        2,
+        "--max-response-chars",
+        "2000",
     )
-    proc = subprocess.Popen(
-        [sys.executable, *serve_args(notes_kb, "--max-response-chars", "2000")],
-        env=ENV,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdin.write(stdin.encode())
-    proc.stdin.flush()
-    lines = [proc.stdout.readline(), proc.stdout.readline()]  # the two answers
-    rest, err = proc.communicate(timeout=30)  # closes stdin: the server ends
-    assert rest == b""
-    messages = [json.loads(line) for line in lines]
     assert [m["id"] for m in messages] == [1, 2]
     result = messages[1]["result"]
     assert result["structuredContent"]["results"][0]["path"] == "notes/ja.md"

@@ -19,18 +19,28 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 
 
-def test_pipx_install_from_the_checkout_indexes_and_searches(tmp_path: Path) -> None:
-    env = {
+def _outside_env(**folders: Path) -> dict[str, str]:
+    """The environment of a user's shell: nothing pointing into this checkout's venv, no
+    model downloads, the tool's folders in the test's own."""
+    outside = {
         key: value
         for key, value in os.environ.items()
         if key not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
-    } | {
-        "PIPX_HOME": str(tmp_path / "pipx"),
-        "PIPX_BIN_DIR": str(tmp_path / "bin"),
-        "PIPX_MAN_DIR": str(tmp_path / "man"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
     }
+    return (
+        outside
+        | {k: str(v) for k, v in folders.items()}
+        | {
+            "HF_HUB_OFFLINE": "1",
+            "TRANSFORMERS_OFFLINE": "1",
+        }
+    )
+
+
+def test_pipx_install_from_the_checkout_indexes_and_searches(tmp_path: Path) -> None:
+    env = _outside_env(
+        PIPX_HOME=tmp_path / "pipx", PIPX_BIN_DIR=tmp_path / "bin", PIPX_MAN_DIR=tmp_path / "man"
+    )
 
     def run(*args: str | Path, timeout: float = 600) -> str:
         done = subprocess.run(
@@ -64,17 +74,11 @@ def test_uv_tool_install_gives_a_command_an_mcp_client_can_start(tmp_path: Path)
 
     from mcp import Client, StdioServerParameters
 
-    env = {
-        key: value
-        for key, value in os.environ.items()
-        if key not in {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV"}
-    } | {
-        "UV_TOOL_DIR": str(tmp_path / "tools"),
-        "UV_TOOL_BIN_DIR": str(tmp_path / "bin"),
-        "UV_CACHE_DIR": str(tmp_path / "uv-cache"),
-        "HF_HUB_OFFLINE": "1",
-        "TRANSFORMERS_OFFLINE": "1",
-    }
+    env = _outside_env(
+        UV_TOOL_DIR=tmp_path / "tools",
+        UV_TOOL_BIN_DIR=tmp_path / "bin",
+        UV_CACHE_DIR=tmp_path / "uv-cache",
+    )
     uv = Path(sys.executable).parent / "uv"
     done = subprocess.run(
         [str(uv), "tool", "install", "--python", sys.executable, str(ROOT)],
