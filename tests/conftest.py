@@ -16,6 +16,11 @@ if "GROOVE_CACHE_DIR" not in os.environ:
     os.environ["GROOVE_CACHE_DIR"] = tempfile.mkdtemp(prefix="groove-test-cache-")
     atexit.register(shutil.rmtree, os.environ["GROOVE_CACHE_DIR"], ignore_errors=True)
 
+# The sockets through which a running `groove serve` answers `groove search` (docs/cli.md):
+# this run's own folder, so that no test talks to a developer's servers, nor they to it.
+os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="groove-test-run-")
+atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
+
 
 NOTES = {
     "guide/install.md": (

@@ -103,6 +103,19 @@ def _configure_structlog(level: str, *, server: bool) -> None:
     )
 
 
+def open_app(kb: Path, config_path: Path | None) -> Any:
+    """The KB's :class:`~groove_core.app.Groove`: the one a server answering for the
+    command line holds (:mod:`groove_core.cli.warm`), else opened now."""
+    from groove_core.cli.warm import held_app
+
+    held = held_app(kb, config_path)
+    if held is not None:
+        return held
+    from groove_core.app import Groove
+
+    return Groove.open(kb, config_path)
+
+
 def search_folders(kbs: tuple[Path, ...], all_kbs: bool) -> list[Path]:
     """The KB folders a command covers: each --kb, every registered one (--all), or the
     current folder's KB."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from groove_core.cli.common import handle_errors
+from groove_core.cli.common import handle_errors, open_app
 from groove_core.cli.options import config_option, defaulted, kb_option
 from groove_core.cli.terminal import dumps, printable, printable_text, style
 
@@ -97,9 +97,7 @@ def get_cmd(
 
 
 def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_json: bool) -> None:
-    from groove_core.app import Groove
-
-    app = Groove.open(kb, config_path)
+    app = open_app(kb, config_path)
     payload = read_target(app, by_name(app, parse_target(target, app.kb)), neighbours)
     if as_json:
         click.echo(dumps(payload, sort_keys=True))

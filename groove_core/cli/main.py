@@ -13,7 +13,8 @@ from typing import Any
 import click
 
 from groove_core import __version__
-from groove_core.cli.common import handle_errors, search_folders
+from groove_core.cli import warm
+from groove_core.cli.common import handle_errors, open_app, search_folders
 from groove_core.cli.options import (
     KB,
     all_option,
@@ -32,9 +33,7 @@ from groove_core.rows import Backlink, OutgoingLink
 
 
 def _open(kb: Path, config_path: Path | None) -> Any:
-    from groove_core.app import Groove
-
-    return Groove.open(kb, config_path)
+    return open_app(kb, config_path)
 
 
 # -- index -------------------------------------------------------------------------------
@@ -621,6 +620,9 @@ def _run_search(
     from groove_core.pipeline import check_flags
 
     if len(folders) > 1:
+        from groove_core.cli.warm import refuse_if_held
+
+        refuse_if_held("several KBs")  # a server answering the command line: one KB each
         kbs = open_kbs(folders, config_path)
         apps = [kb.app for kb in kbs]
     else:
@@ -736,3 +738,7 @@ def _startup_plugins() -> Plugins | None:
 def main(argv: list[str] | None = None) -> None:
     cli = build_cli(_startup_plugins())
     cli.main(args=argv, prog_name="groove")
+
+
+# A server answering the command line builds it as this process would (groove_core.cli.warm).
+warm.cli_factory = lambda: build_cli(_startup_plugins())

@@ -47,6 +47,20 @@ class HttpOptions:
     limits: HttpLimits
 
 
+#: Seconds a background server waits for a command before it stops (--idle-timeout).
+DEFAULT_IDLE_TIMEOUT = 1800.0
+#: Seconds ``--background`` waits for the server it started to answer.
+BACKGROUND_START_TIMEOUT = 120.0
+
+
+@dataclass(frozen=True)
+class LocalOptions:
+    """The command-line-only server (``--background`` starts one)."""
+
+    only: bool
+    idle_timeout: float | None
+
+
 @click.command("serve")
 @kbs_option
 @all_option
@@ -127,6 +141,23 @@ class HttpOptions:
     is_flag=True,
     help="Keep the index current while serving (re-index on file changes, debounced).",
 )
+@click.option(
+    "--background",
+    is_flag=True,
+    help="Start a detached server for the command line alone (no MCP): groove search, get "
+    "and status then answer from it, its model loaded and its index open. See --idle-timeout "
+    "and --stop.",
+)
+@click.option(
+    "--stop", "stop_server", is_flag=True, help="Stop the background server holding the KB."
+)
+@defaulted(
+    "--idle-timeout",
+    click.FloatRange(1.0),
+    DEFAULT_IDLE_TIMEOUT,
+    "With --background: seconds without a command before the server stops on its own.",
+)
+@click.option("--local-only", is_flag=True, hidden=True)  # what --background runs
 @defaulted("--log-level", click.Choice(LOG_LEVELS), "info", "Logging to stderr.")
 @handle_errors
 def serve_cmd(
@@ -146,6 +177,10 @@ def serve_cmd(
     max_response_chars: int,
     readers: int | None,
     watch: bool,
+    background: bool,
+    stop_server: bool,
+    idle_timeout: float,
+    local_only: bool,
     log_level: str,
 ) -> None:
     """Serve the knowledge base to LLM agents over MCP (tools: search, get_document,
@@ -153,7 +188,19 @@ def serve_cmd(
 
     Several --kb (or --all) serve several knowledge bases from one server: the tools take
     a `kb` argument, and search covers them all by default.
+
+    Every server also answers `groove search`, `get` and `status` for its KBs from this
+    user's command line (a local socket only this user can open), so those skip loading
+    the model and opening the index; `--background` starts one for that alone.
     """
+    folders = [f.resolve() for f in search_folders(kbs, all_kbs)]
+    config_path = config_path.resolve() if config_path else None
+    if stop_server:
+        _stop(folders)
+        return
+    if background:
+        _start_background(folders, config_path, watch, idle_timeout)
+        return
     if token_file is not None and transport == "stdio":
         # Silently serving without the authentication asked for would be worse than not
         # starting: on stdio the client starts groove itself and nothing is authenticated.
@@ -162,8 +209,10 @@ def serve_cmd(
     configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    folders = search_folders(kbs, all_kbs)
-    _serve(folders, config_path, transport, http, max_response_chars, readers, watch, log_level)
+    local = LocalOptions(local_only, idle_timeout if local_only else None)
+    _serve(
+        folders, config_path, transport, http, max_response_chars, readers, watch, log_level, local
+    )
 
 
 def read_token(token_file: Path | None) -> str | None:
@@ -220,9 +269,12 @@ def _serve(
     readers: int | None,
     watch: bool,
     log_level: str,
+    local: LocalOptions,
 ) -> None:
     import structlog
 
+    from groove_core.cli.warm import LocalServer
+    from groove_core.mcp.protocol import GrooveServer
     from groove_core.mcp.resources import WatchBus, change_events
     from groove_core.mcp.server import build_mcp_server
     from groove_core.multi_kb import open_kbs
@@ -250,15 +302,26 @@ def _serve(
             log.warning(
                 "no index yet: tools will fail until 'groove index' runs", kb=str(kb.app.kb)
             )
+    if local.only:
+        _serve_local(kbs, config_path, local)
+        return
     server = build_mcp_server(
         kbs, max_response_chars=max_chars, readers=readers, bus=bus, activity=activity
     )
+    # The command line shares the server's apps (the embedder behind one lock).
+    assert isinstance(server, GrooveServer) and server.documents is not None
+    listener = LocalServer([(kb.app.kb, config_path, kb.app) for kb in server.documents.kbs])
+    if listener.start() is None:
+        log.warning("no private folder for the command line's socket: not listening")
     served = ", ".join(str(app.kb) for app in apps)
     log.info("serving", kb=served, transport=transport, max_response_chars=max_chars)
-    if transport == "stdio":
-        server.run("stdio")
-    else:
-        _serve_http(server, http, token, log_level)
+    try:
+        if transport == "stdio":
+            server.run("stdio")
+        else:
+            _serve_http(server, http, token, log_level)
+    finally:
+        listener.close()
 
 
 def _serve_http(server: Any, http: HttpOptions, token: str | None, log_level: str) -> None:
@@ -295,3 +358,94 @@ def _serve_http(server: Any, http: HttpOptions, token: str | None, log_level: st
         allow_origins=http.allow_origins,
         log_level="warning" if log_level == "info" else log_level,
     )
+
+
+def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) -> None:
+    """Answer the command line only, until idle for ``local.idle_timeout`` or stopped."""
+    import signal
+    import threading
+
+    import structlog
+
+    from groove_core.cli.warm import LocalServer
+
+    log = structlog.get_logger("groove.serve")
+    done = threading.Event()
+    listener = LocalServer(
+        [(kb.app.kb, config_path, kb.app) for kb in kbs],
+        background=True,
+        idle_exit=local.idle_timeout,
+        on_stop=done.set,
+    )
+    path = listener.start()
+    if path is None:
+        raise click.ClickException("no private folder for the command line's socket")
+    for kb in kbs:
+        kb.app.embedder.embed_query("warm up")  # the model loads now, not on the first search
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    log.info("serving the command line", kb=", ".join(str(k.app.kb) for k in kbs), pid=os.getpid())
+    try:
+        done.wait()
+    finally:
+        listener.close()
+
+
+def _start_background(
+    folders: list[Path], config_path: Path | None, watch: bool, idle_timeout: float
+) -> None:
+    """Start a detached ``serve --local-only`` and wait until it answers."""
+    import subprocess
+    import sys
+    import time
+
+    from groove_core.cli.warm import runtime_dir, served_by
+
+    if (pid := served_by(folders)) is not None:
+        click.echo(f"already served for the command line (pid {pid})")
+        return
+    folder = runtime_dir(create=True)
+    if folder is None:
+        raise click.ClickException(
+            "no private folder for the command line's socket (set XDG_RUNTIME_DIR to a folder "
+            "only you can enter)"
+        )
+    args = [sys.executable, "-m", "groove_core", "serve", "--local-only"]
+    args += [a for f in folders for a in ("--kb", str(f))]
+    args += ["--config", str(config_path)] if config_path else []
+    args += ["--watch"] if watch else []
+    args += ["--idle-timeout", str(idle_timeout)]
+    log_file = folder / f"background-{int(time.time())}.log"
+    with open(log_file, "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=log,
+            start_new_session=True,  # not stopped with the shell that started it
+            env={**os.environ, "GROOVE_NO_SERVER": "1"},
+        )
+    deadline = time.monotonic() + BACKGROUND_START_TIMEOUT
+    while served_by(folders) != proc.pid:
+        if proc.poll() is not None:
+            tail = log_file.read_text(errors="replace").strip().splitlines()[-1:]
+            raise click.ClickException(
+                f"the background server stopped at start: {tail[0] if tail else 'no output'}"
+            )
+        if time.monotonic() > deadline:
+            proc.terminate()
+            raise click.ClickException("the background server did not answer in time")
+        time.sleep(0.1)
+    minutes = idle_timeout / 60
+    click.echo(
+        f"serving {', '.join(map(str, folders))} for the command line (pid {proc.pid}); it "
+        f"stops after {minutes:g} min without a command, or with: groove serve --stop --kb ..."
+    )
+
+
+def _stop(folders: list[Path]) -> None:
+    from groove_core.cli.warm import stop
+
+    stopped = stop(folders)
+    if not stopped:
+        raise click.ClickException(f"no background server holds {', '.join(map(str, folders))}")
+    click.echo(f"stopped (pid {', '.join(map(str, stopped))})")

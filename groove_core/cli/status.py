@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from groove_core.cli.common import handle_errors, search_folders
+from groove_core.cli.common import handle_errors, open_app, search_folders
 from groove_core.cli.options import KB, all_option, config_option, kbs_option
 from groove_core.cli.terminal import dumps, printable
 
@@ -43,10 +43,9 @@ def status_cmd(
 
 
 def _status(folders: list[Path], config_path: Path | None, as_json: bool) -> None:
-    from groove_core.app import Groove
     from groove_core.status import kb_status
 
-    statuses = [kb_status(Groove.open(kb, config_path)) for kb in folders]
+    statuses = [kb_status(open_app(kb, config_path)) for kb in folders]
     if as_json:
         click.echo(dumps(statuses[0] if len(statuses) == 1 else statuses, sort_keys=True))
         return
