@@ -106,7 +106,7 @@ def _configure_structlog(level: str, *, server: bool) -> None:
 def open_app(kb: Path, config_path: Path | None) -> Any:
     """The KB's :class:`~groove_core.app.Groove`: the one a server answering for the
     command line holds (:mod:`groove_core.cli.warm`), else opened now."""
-    from groove_core.cli.warm import held_app
+    from groove_core.cli.warm_server import held_app
 
     held = held_app(kb, config_path)
     if held is not None:

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from groove_core import __version__
-from groove_core.cli import warm
+from groove_core.cli import warm_server
 from groove_core.cli.common import handle_errors, open_app, search_folders
 from groove_core.cli.options import (
     KB,
@@ -620,7 +620,7 @@ def _run_search(
     from groove_core.pipeline import check_flags
 
     if len(folders) > 1:
-        from groove_core.cli.warm import refuse_if_held
+        from groove_core.cli.warm_server import refuse_if_held
 
         refuse_if_held("several KBs")  # a server answering the command line: one KB each
         kbs = open_kbs(folders, config_path)
@@ -741,4 +741,4 @@ def main(argv: list[str] | None = None) -> None:
 
 
 # A server answering the command line builds it as this process would (groove_core.cli.warm).
-warm.cli_factory = lambda: build_cli(_startup_plugins())
+warm_server.cli_factory = lambda: build_cli(_startup_plugins())

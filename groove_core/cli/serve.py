@@ -273,7 +273,7 @@ def _serve(
 ) -> None:
     import structlog
 
-    from groove_core.cli.warm import LocalServer
+    from groove_core.cli.warm_server import LocalServer
     from groove_core.mcp.protocol import GrooveServer
     from groove_core.mcp.resources import WatchBus, change_events
     from groove_core.mcp.server import build_mcp_server
@@ -367,7 +367,7 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
 
     import structlog
 
-    from groove_core.cli.warm import LocalServer
+    from groove_core.cli.warm_server import LocalServer
 
     log = structlog.get_logger("groove.serve")
     done = threading.Event()

@@ -16,26 +16,26 @@ configuration file, a configuration changed since it started, another groove ver
 plugin flag it does not know) it refuses before any output, and the client goes on to the
 next socket, and at the end runs the command itself, silently. A dead server's socket is
 removed by the next client that finds it refusing connections.
+
+This module is the client and what both sides share: the standard library's lightest
+modules only (every ``groove`` command pays for its import). The server is
+:mod:`groove_core.cli.warm_server`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import json
 import os
 import re
 import socket
 import stat
-import struct
 import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 #: Commands a running server answers for the command line.
 COMMANDS = frozenset({"search", "get", "status"})
@@ -54,25 +54,37 @@ SUFFIX = ".sock"
 _ANSI = re.compile(r"\033\[[0-?]*[ -/]*[@-~]")
 
 
-def runtime_dir(create: bool = False) -> Path | None:
+def socket_folder(create: bool = False) -> str | None:
     """The folder of this user's server sockets, or None when it is not safe to use (not
     ours, or open to others): then nothing listens there and nothing is sent there."""
     base = os.environ.get("XDG_RUNTIME_DIR")
-    folder = (
-        Path(base) / "groove"
-        if base and Path(base).is_dir()
-        else Path(tempfile.gettempdir()) / f"groove-{os.getuid()}"
-    )
+    if base and os.path.isdir(base):
+        folder = os.path.join(base, "groove")
+    else:
+        tmp = next((os.environ[k] for k in ("TMPDIR", "TEMP", "TMP") if os.environ.get(k)), "/tmp")
+        folder = os.path.join(tmp, f"groove-{os.getuid()}")
     if create:
-        with contextlib.suppress(FileExistsError):
-            folder.mkdir(mode=0o700)
+        try:
+            os.mkdir(folder, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
     try:
-        info = folder.lstat()
+        info = os.lstat(folder)
     except OSError:
         return None
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid() or info.st_mode & 0o077:
         return None
     return folder
+
+
+def runtime_dir(create: bool = False) -> Path | None:
+    """:func:`socket_folder` as a path."""
+    from pathlib import Path
+
+    folder = socket_folder(create)
+    return None if folder is None else Path(folder)
 
 
 # -- the client ----------------------------------------------------------------------------
@@ -83,11 +95,12 @@ def forward(argv: Sequence[str]) -> int | None:
     output is printed, or None when none answered (the caller runs the command)."""
     if not argv or argv[0] not in COMMANDS or os.environ.get("GROOVE_NO_SERVER"):
         return None
-    folder = runtime_dir()
+    folder = socket_folder()
     if folder is None:
         return None
-    request = _request(argv)
+    request = None
     for path in _sockets(folder):
+        request = request or _request(argv)
         answer = _ask(path, request)
         if answer is None or "refused" in answer:
             continue
@@ -108,40 +121,41 @@ def _request(argv: Sequence[str]) -> bytes:
     return json.dumps(body).encode() + b"\n"
 
 
-def _sockets(folder: Path) -> list[Path]:
+def _sockets(folder: str) -> list[str]:
     """The server sockets, the most recently started first."""
     try:
-        found = [p for p in folder.iterdir() if p.name.endswith(SUFFIX)]
+        with os.scandir(folder) as entries:
+            found = [(_mtime(e), e.path) for e in entries if e.name.endswith(SUFFIX)]
     except OSError:
         return []
-    found.sort(key=lambda p: _mtime(p), reverse=True)
-    return found[:MAX_SOCKETS]
+    found.sort(reverse=True)
+    return [path for _, path in found[:MAX_SOCKETS]]
 
 
-def _mtime(path: Path) -> float:
+def _mtime(entry: os.DirEntry[str]) -> float:
     try:
-        return path.lstat().st_mtime
+        return entry.stat(follow_symlinks=False).st_mtime
     except OSError:
         return 0.0
 
 
-def _ask(path: Path, request: bytes, timeout: float = ANSWER_TIMEOUT) -> dict[str, Any] | None:
+def _ask(path: str, request: bytes, timeout: float = ANSWER_TIMEOUT) -> dict[str, Any] | None:
     """One exchange with the server at ``path``; None when it is not there (a socket
     whose server died is removed)."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
         try:
-            sock.connect(str(path))
+            sock.connect(path)
         except ConnectionRefusedError:
             with contextlib.suppress(OSError):
-                path.unlink()  # nobody listens: a server that was killed
+                os.unlink(path)  # nobody listens: a server that was killed
             return None
         except OSError:
             return None
         sock.settimeout(timeout)
         sock.sendall(request)
-        data = _read_line(sock, MAX_ANSWER)
+        data = read_line(sock, MAX_ANSWER)
     except OSError:
         return None
     finally:
@@ -153,7 +167,8 @@ def _ask(path: Path, request: bytes, timeout: float = ANSWER_TIMEOUT) -> dict[st
     return answer if isinstance(answer, dict) else None
 
 
-def _read_line(sock: socket.socket, limit: int) -> bytes:
+def read_line(sock: socket.socket, limit: int) -> bytes:
+    """Bytes up to a newline, the peer's end, or ``limit``."""
     chunks, size = [], 0
     while True:
         chunk = sock.recv(65536)
@@ -166,294 +181,25 @@ def _read_line(sock: socket.socket, limit: int) -> bytes:
     return b"".join(chunks)[:limit]
 
 
+def _ask_all(op: dict[str, Any]) -> list[dict[str, Any]]:
+    folder = socket_folder()
+    if folder is None:
+        return []
+    request = json.dumps(op).encode() + b"\n"
+    answers = (_ask(path, request, timeout=10) for path in _sockets(folder))
+    return [a for a in answers if a]
+
+
 def served_by(folders: Sequence[Path]) -> int | None:
     """The pid of a background server holding exactly ``folders``, or None."""
-    folder = runtime_dir()
-    if folder is None:
-        return None
     wanted = sorted(str(f.resolve()) for f in folders)
-    request = json.dumps({"op": "who"}).encode() + b"\n"
-    for path in _sockets(folder):
-        answer = _ask(path, request, timeout=10)
-        if answer and answer.get("background") and sorted(answer.get("kbs") or []) == wanted:
+    for answer in _ask_all({"op": "who"}):
+        if answer.get("background") and sorted(answer.get("kbs") or []) == wanted:
             return int(answer["pid"])
     return None
 
 
 def stop(folders: Sequence[Path]) -> list[int]:
     """Ask the background servers holding ``folders`` to stop: the pids that said yes."""
-    folder = runtime_dir()
-    if folder is None:
-        return []
-    wanted = [str(f.resolve()) for f in folders]
-    request = json.dumps({"op": "stop", "kbs": wanted}).encode() + b"\n"
-    stopped = []
-    for path in _sockets(folder):
-        answer = _ask(path, request, timeout=10)
-        if answer and answer.get("stopped"):
-            stopped.append(int(answer["pid"]))
-    return stopped
-
-
-# -- the server ----------------------------------------------------------------------------
-
-
-class NotHeld(Exception):
-    """The command asks for a KB (or configuration) this server does not hold."""
-
-
-@dataclass
-class Held:
-    """What a server holds: its KBs' apps by (folder, configuration file), opened on
-    the server's command-line thread, and the configuration files' state at start."""
-
-    apps: dict[tuple[Path, Path | None], Any]
-    config_files: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
-
-    def get(self, kb: Path, config_path: Path | None) -> Any:
-        key = (kb.expanduser().resolve(), config_path.resolve() if config_path else None)
-        if key not in self.apps:
-            raise NotHeld(str(key[0]))
-        return self.apps[key]
-
-    def changed(self) -> str | None:
-        for path, seen in self.config_files.items():
-            if _file_state(path) != seen:
-                return f"{path} changed since the server started"
-        return None
-
-
-def _file_state(path: Path) -> tuple[int, int] | None:
-    try:
-        info = path.stat()
-    except OSError:
-        return None
-    return info.st_mtime_ns, info.st_size
-
-
-_held: Held | None = None
-_holding = threading.local()
-#: Builds the command line as ``groove`` would in the current folder (the plugins its
-#: groove.toml enables); set by :mod:`groove_core.cli.main`, which this module must not
-#: import (the command line imports this module).
-cli_factory: Callable[[], Any] | None = None
-
-
-def refuse_if_held(why: str) -> None:
-    """Inside a server answering the command line: refuse (the client runs it itself)."""
-    if getattr(_holding, "active", False):
-        raise NotHeld(why)
-
-
-def held_app(kb: Path, config_path: Path | None) -> Any | None:
-    """Inside a server answering the command line: the app it holds for ``kb`` (or
-    :class:`NotHeld`); elsewhere None (open it as usual)."""
-    if not getattr(_holding, "active", False) or _held is None:
-        return None
-    return _held.get(kb, config_path)
-
-
-class LocalServer:
-    """Answers command-line requests on this user's socket, one at a time, on a thread of
-    its own (a command changes the process's folder and captures its output)."""
-
-    def __init__(
-        self,
-        apps: Sequence[tuple[Path, Path | None, Any]],
-        *,
-        background: bool = False,
-        idle_exit: float | None = None,
-        on_stop: Callable[[], None] | None = None,
-    ) -> None:
-        self.held = Held(
-            {(kb.resolve(), cfg.resolve() if cfg else None): app for kb, cfg, app in apps}
-        )
-        for kb, cfg, _ in apps:
-            for path in (cfg, kb / "groove.toml"):
-                if path is not None:
-                    self.held.config_files[path.resolve()] = _file_state(path)
-        self.background = background
-        self.idle_exit = idle_exit
-        self.on_stop = on_stop or (lambda: os._exit(0))
-        self.path: Path | None = None
-        self.last_used = time.monotonic()
-        self._sock: socket.socket | None = None
-        self._clis: dict[tuple[str, tuple[int, int] | None], Any] = {}
-
-    def start(self) -> Path | None:
-        """Listen (a thread); the socket's path, or None when no safe folder exists."""
-        folder = runtime_dir(create=True)
-        if folder is None:
-            return None
-        self.path = folder / f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(str(self.path))
-        finally:
-            os.umask(old)
-        sock.listen(16)
-        self._sock = sock
-        threading.Thread(target=self._serve, name="groove-cli", daemon=True).start()
-        if self.idle_exit:
-            threading.Thread(target=self._idle_watch, name="groove-idle", daemon=True).start()
-        return self.path
-
-    def close(self) -> None:
-        if self._sock is not None:
-            self._sock.close()
-        if self.path is not None:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-
-    def _shut(self) -> None:
-        self.close()
-        self.on_stop()
-
-    def _idle_watch(self) -> None:
-        assert self.idle_exit is not None
-        while True:
-            time.sleep(min(self.idle_exit, 5.0))
-            if time.monotonic() - self.last_used > self.idle_exit:
-                self._shut()
-                return
-
-    def _serve(self) -> None:
-        global _held
-        _held = self.held
-        assert self._sock is not None
-        while True:
-            try:
-                conn, _ = self._sock.accept()
-            except OSError:
-                return  # closed
-            with conn:
-                try:
-                    self._one(conn)
-                except Exception:  # a broken client must not stop the server
-                    continue
-
-    def _one(self, conn: socket.socket) -> None:
-        if not _same_user(conn):
-            return
-        conn.settimeout(10)
-        data = _read_line(conn, MAX_REQUEST)
-        try:
-            request = json.loads(data)
-        except ValueError:
-            return
-        if not isinstance(request, dict):
-            return
-        if request.get("op") == "stop":
-            conn.sendall(self._stop(request))
-            return
-        if request.get("op") == "who":
-            who = {"pid": os.getpid(), "background": self.background,
-                   "kbs": [str(kb) for kb, _ in self.held.apps]}  # fmt: skip
-            conn.sendall(json.dumps(who).encode() + b"\n")
-            return
-        if request.get("op") != "run":
-            return
-        answer = self._run(request)
-        self.last_used = time.monotonic()
-        _log().info(
-            "command line",
-            command=request["argv"][0] if request.get("argv") else None,
-            code=answer.get("code"),
-            refused=answer.get("refused"),
-        )
-        conn.settimeout(ANSWER_TIMEOUT)
-        conn.sendall(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
-
-    def _stop(self, request: dict[str, Any]) -> bytes:
-        mine = {str(kb) for kb, _ in self.held.apps}
-        asked = set(request.get("kbs") or ())
-        if self.background and asked and asked <= mine:
-            threading.Timer(0.1, self._shut).start()
-            return json.dumps({"stopped": True, "pid": os.getpid()}).encode() + b"\n"
-        return json.dumps({"stopped": False}).encode() + b"\n"
-
-    def _run(self, request: dict[str, Any]) -> dict[str, Any]:
-        from groove_core import __version__
-
-        argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
-        if request.get("version") != __version__:
-            return {"refused": "another groove version"}
-        if not (isinstance(argv, list) and argv and argv[0] in COMMANDS):
-            return {"refused": "not a command this server answers"}
-        if not isinstance(cwd, str) or not os.path.isdir(cwd) or not isinstance(env, dict):
-            return {"refused": "a bad request"}
-        if (why := self.held.changed()) is not None:
-            return {"refused": why}
-        out, err = io.StringIO(), io.StringIO()
-        with _as_client(cwd, env):
-            cli = self._cli()
-            _holding.active = True
-            try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-                    code = _invoke(cli, argv)
-            except NotHeld as why:
-                return {"refused": f"not held here: {why}"}
-            finally:
-                _holding.active = False
-        return {"code": code, "stdout": out.getvalue(), "stderr": err.getvalue()}
-
-    def _cli(self) -> Any:
-        """The command line as the client would build it in its folder (the plugins its
-        groove.toml enables), built once per configuration state."""
-        here = Path("groove.toml").resolve()
-        key = (str(here), _file_state(here))
-        if key not in self._clis:
-            assert cli_factory is not None, "groove_core.cli.main sets it"
-            self._clis[key] = cli_factory()
-        return self._clis[key]
-
-
-def _invoke(cli: Any, argv: list[str]) -> int:
-    """Run ``argv`` as ``groove`` would: its exit status (click's ``SystemExit``)."""
-    try:
-        cli.main(args=argv, prog_name="groove", color=True)
-    except SystemExit as done:
-        code = done.code
-        return code if isinstance(code, int) else (0 if code is None else 1)
-    return 0
-
-
-@contextlib.contextmanager
-def _as_client(cwd: str, env: dict[str, Any]) -> Iterator[None]:
-    """The client's folder and output environment, for one command."""
-    before_cwd = os.getcwd()
-    saved = {k: os.environ.get(k) for k in OUTPUT_ENV}
-    os.chdir(cwd)
-    for k in OUTPUT_ENV:
-        value = env.get(k)
-        if isinstance(value, str):
-            os.environ[k] = value
-        else:
-            os.environ.pop(k, None)
-    try:
-        yield
-    finally:
-        os.chdir(before_cwd)
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def _log() -> Any:
-    import structlog
-
-    return structlog.get_logger("groove.serve")
-
-
-def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's user (Linux: SO_PEERCRED; elsewhere the
-    socket's folder, 0700 and ours, is the guard)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
-        return True
-    creds = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+    asked = {"op": "stop", "kbs": [str(f.resolve()) for f in folders]}
+    return [int(a["pid"]) for a in _ask_all(asked) if a.get("stopped")]
