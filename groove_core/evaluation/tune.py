@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from groove_core.evaluation.metrics import (
@@ -94,15 +94,8 @@ class Point:
         )
 
     def to_json(self) -> dict[str, float]:
-        return {
-            "rrf_k": self.rrf_k,
-            "heading": self.heading,
-            "context": self.context,
-            "content": self.content,
-            "word": self.word,
-            "cross_script_lexical": self.cross_script_lexical,
-            "coverage_vector": self.coverage_vector,
-        }
+        """Every knob by its field name, in the order of the fields."""
+        return asdict(self)
 
     def fusion_values(self) -> dict[str, float]:
         """The ``[search.fusion]`` keys of this point (the ``word`` weight lives in
