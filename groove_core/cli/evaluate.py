@@ -7,11 +7,13 @@ imported inside the command bodies.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -26,8 +28,6 @@ if TYPE_CHECKING:
     from groove_core.evaluation.session import EvalSession
     from groove_core.evaluation.tune import TuneReport
 
-F = TypeVar("F", bound=Callable[..., Any])
-
 STAGES = ("candidates", "full")
 
 
@@ -35,8 +35,41 @@ def _warn(message: str) -> None:
     click.echo(f"groove: warning: {message}", err=True)
 
 
-def _common(func: F) -> F:
-    """Options shared by eval and tune."""
+@dataclass(frozen=True)
+class _Shared:
+    """What eval and tune are both given (the options :func:`_common` adds)."""
+
+    kb: Path
+    config_path: Path | None
+    golden_path: Path | None
+    limit: int
+    as_json: bool
+    report_path: Path | None
+    seed: int | None
+
+    def session(self) -> EvalSession:
+        """The KB opened with its golden queries resolved."""
+        from groove_core.evaluation.session import EvalSession
+
+        return EvalSession.open(self.kb, self.config_path, self.golden_path)
+
+    @property
+    def bootstrap_seed(self) -> int:
+        from groove_core.evaluation.metrics import DEFAULT_SEED
+
+        return DEFAULT_SEED if self.seed is None else self.seed
+
+
+def _common(func: Callable[..., None]) -> Callable[..., None]:
+    """The options eval and tune share; the command receives them as one :class:`_Shared`
+    (its first argument), the rest of its options by name."""
+    names = [f.name for f in fields(_Shared)]
+
+    @functools.wraps(func)
+    def command(**kwargs: Any) -> None:
+        shared = _Shared(**{name: kwargs.pop(name) for name in names})
+        func(shared, **kwargs)
+
     options = [
         kb_option,
         config_option,
@@ -65,12 +98,13 @@ def _common(func: F) -> F:
         click.option("--seed", type=int, default=None, help="Bootstrap seed (default fixed)."),
     ]
     for option in reversed(options):
-        func = option(func)
-    return func
+        command = option(command)
+    return command
 
 
 class _Progress:
-    """A progress bar on stderr when it is a terminal; silent otherwise (CI logs, pipes)."""
+    """A progress bar on stderr when it is a terminal; silent otherwise (CI logs, pipes).
+    Used as a context manager: the bar is closed however the run ends."""
 
     def __init__(self, total: int, label: str) -> None:
         self._bar: Any = None
@@ -82,7 +116,10 @@ class _Progress:
         if self._bar is not None:
             self._bar.update(step)
 
-    def close(self) -> None:
+    def __enter__(self) -> _Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
             self._bar.__exit__(None, None, None)
             self._bar = None
@@ -110,17 +147,7 @@ class _Progress:
 @click.option("--no-history", is_flag=True, help="Do not record this run in the history.")
 @handle_errors
 def eval_cmd(
-    kb: Path,
-    config_path: Path | None,
-    golden_path: Path | None,
-    limit: int,
-    as_json: bool,
-    report_path: Path | None,
-    seed: int | None,
-    stage: str,
-    per_query_path: Path | None,
-    ablate: bool,
-    no_history: bool,
+    shared: _Shared, stage: str, per_query_path: Path | None, ablate: bool, no_history: bool
 ) -> None:
     """Measure retrieval quality on golden queries.
 
@@ -130,11 +157,9 @@ def eval_cmd(
     previous run on the same golden file. See docs/eval.md.
     """
     from groove_core.evaluation.history import record_run
-    from groove_core.evaluation.metrics import DEFAULT_SEED
-    from groove_core.evaluation.session import EvalSession, Variant
+    from groove_core.evaluation.session import Variant
 
-    session = EvalSession.open(kb, config_path, golden_path)
-    seed = DEFAULT_SEED if seed is None else seed
+    session = shared.session()
     if ablate:
         from groove_core.evaluation.session import ablation_variants
 
@@ -143,30 +168,27 @@ def eval_cmd(
         variants = [Variant("default", session.config, "full" if stage == "full" else "candidates")]
     results = []
     for variant in variants:
-        progress = _Progress(len(session.queries), f"eval {variant.name}")
-        try:
+        with _Progress(len(session.queries), f"eval {variant.name}") as progress:
             outcomes = session.run(
-                variant.config, stage=variant.stage, limit=limit, progress=progress
+                variant.config, stage=variant.stage, limit=shared.limit, progress=progress
             )
-        finally:
-            progress.close()
         results.append(
             record_run(
                 session,
                 variant,
                 outcomes,
-                kb=kb,
-                limit=limit,
-                seed=seed,
+                kb=shared.kb,
+                limit=shared.limit,
+                seed=shared.bootstrap_seed,
                 keep=not no_history,
                 warn=_warn,
             )
         )
     if per_query_path is not None:
         _write_per_query(per_query_path, results)
-    if report_path is not None:
-        _write_eval_report(report_path, session, results)
-    if as_json:
+    if shared.report_path is not None:
+        _write_eval_report(shared.report_path, session, results)
+    if shared.as_json:
         click.echo(dumps(_eval_json(session, results)))
     else:
         _print_eval(session, results, ablate)
@@ -366,49 +388,34 @@ def _write_text(path: Path, text: str) -> None:
     "--write", is_flag=True, help="Write the winner to [search.fusion] if it is a real gain."
 )
 @handle_errors
-def tune_cmd(
-    kb: Path,
-    config_path: Path | None,
-    golden_path: Path | None,
-    limit: int,
-    as_json: bool,
-    report_path: Path | None,
-    seed: int | None,
-    metric: str,
-    holdout: float,
-    write: bool,
-) -> None:
+def tune_cmd(shared: _Shared, metric: str, holdout: float, write: bool) -> None:
     """Sweep RRF k and the bm25 column weights; report whether any setting really helps.
 
     The best setting is picked on one part of the golden queries and tested against the
     current one on the held-out part with a paired test. groove.toml is only written with
     --write, and only when the gain is beyond noise. See docs/eval.md for the grid.
     """
-    from groove_core.evaluation.metrics import DEFAULT_SEED
-    from groove_core.evaluation.session import EvalSession
     from groove_core.evaluation.tomledit import write_tuned
     from groove_core.evaluation.tune import assess, current_point, grid, run_grid
 
-    session = EvalSession.open(kb, config_path, golden_path)
-    seed = DEFAULT_SEED if seed is None else seed
+    session = shared.session()
     searcher = session.searcher()
     terms_leg = searcher.plugins.terms_leg()
     current = current_point(session.config, terms_leg)
     weights = {p.weights for p in grid(current)}
-    progress = _Progress(len(session.queries) * (1 + len(weights)), "tune")
-    try:
-        result = run_grid(searcher, session.queries, limit=limit, progress=progress)
-    finally:
-        progress.close()
+    with _Progress(len(session.queries) * (1 + len(weights)), "tune") as progress:
+        result = run_grid(searcher, session.queries, limit=shared.limit, progress=progress)
     keys = [q.golden.key for q in session.queries]
     try:
-        tuned = assess(result, keys, current, metric=metric, holdout=holdout, seed=seed)
+        tuned = assess(
+            result, keys, current, metric=metric, holdout=holdout, seed=shared.bootstrap_seed
+        )
     except ValueError as err:
         raise click.ClickException(str(err)) from None
-    written = write_tuned(tuned, kb, config_path, _warn, terms_leg) if write else None
-    if report_path is not None:
-        _write_tune_report(report_path, session, tuned, result.outcomes[current])
-    if as_json:
+    written = write_tuned(tuned, shared.kb, shared.config_path, _warn, terms_leg) if write else None
+    if shared.report_path is not None:
+        _write_tune_report(shared.report_path, session, tuned, result.outcomes[current])
+    if shared.as_json:
         shown = str(written) if written is not None else None
         payload = {"golden": str(session.golden.path), **tuned.to_json(), "written": shown}
         click.echo(dumps(payload))
