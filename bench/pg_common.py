@@ -48,6 +48,16 @@ def postgres_available() -> str | None:
     return None
 
 
+def begin(script: str, *, sqlite_only: bool) -> bool:
+    """Start a benchmark: whether PostgreSQL is measured (not with ``--sqlite-only``), after
+    checking that it can be (else exit saying why), and the machine printed."""
+    postgres = not sqlite_only
+    if postgres and (why := postgres_available()) is not None:
+        raise SystemExit(f"{script}: {why} (or run with --sqlite-only)")
+    print(f"machine: {machine()}", flush=True)
+    return postgres
+
+
 #: The benchmark server's settings beyond the test fixture's. Its ``shared_buffers`` (64 MB,
 #: light for tests) would make every page a search reads at 100k chunks a system call into
 #: the OS cache; a server a team runs is given a quarter of its memory or so (PostgreSQL's

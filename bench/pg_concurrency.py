@@ -42,13 +42,12 @@ from load import client_loop, start_http_server
 from mcp import Client
 from pg_common import (
     ROOT,
+    begin,
     cpu_seconds,
     create_database,
     groove,
     index_on_sqlite,
     load_average,
-    machine,
-    postgres_available,
     postgres_cpu,
     start_postgres,
     use_backend,
@@ -176,10 +175,7 @@ def table(by_backend: dict[str, list[dict[str, Any]]], readers: dict[str, int | 
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    postgres = not args.sqlite_only
-    if postgres and (why := postgres_available()) is not None:
-        raise SystemExit(f"pg_concurrency: {why} (or run with --sqlite-only)")
-    print(f"machine: {machine()}", flush=True)
+    postgres = begin("pg_concurrency", sqlite_only=args.sqlite_only)
     kb = args.root / f"{args.size}-{args.embedder}"
     corpus.write(args.size, kb)
     base = f'[index]\nmax_chunk_tokens = 400\n\n[embedder]\nname = "{args.embedder}"\n'

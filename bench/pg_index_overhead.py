@@ -43,10 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpus
 from pg_common import (
     ENV,
+    begin,
     create_database,
     load_average,
-    machine,
-    postgres_available,
     postgres_cpu,
     start_postgres,
     use_backend,
@@ -228,10 +227,7 @@ def main() -> None:
     if args.embed_only:
         embed_only(Path(args.embed_only[0]), Path(args.embed_only[1]))
         return
-    postgres = not args.sqlite_only
-    if postgres and (why := postgres_available()) is not None:
-        raise SystemExit(f"pg_index_overhead: {why} (or run with --sqlite-only)")
-    print(f"machine: {machine()}", flush=True)
+    postgres = begin("pg_index_overhead", sqlite_only=args.sqlite_only)
     kb = args.root / f"{args.size}-default"
     corpus.write(args.size, kb)
     scratch = args.root / f"{args.size}-default.out"

@@ -42,12 +42,11 @@ from eval_collections import scratch_copy
 from pg_common import (
     ENV,
     ROOT,
+    begin,
     create_database,
     groove,
     index_on_sqlite,
     load_average,
-    machine,
-    postgres_available,
     start_postgres,
     use_backend,
 )
@@ -215,10 +214,7 @@ def main() -> None:
     if args.dump:
         dump(Path(args.dump[0]), Path(args.dump[1]), args.dump[2:])
         return
-    postgres = not args.sqlite_only
-    if postgres and (why := postgres_available()) is not None:
-        raise SystemExit(f"pg_parity: {why} (or run with --sqlite-only)")
-    print(f"machine: {machine()}", flush=True)
+    postgres = begin("pg_parity", sqlite_only=args.sqlite_only)
     rows: list[dict[str, Any]] = []
     server = None
     began = time.perf_counter()
