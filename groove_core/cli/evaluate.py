@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from groove_core.cli.common import handle_errors
-from groove_core.cli.options import config_option, defaulted, kb_option
+from groove_core.cli.options import config_option, defaulted, file_option, kb_option
 from groove_core.cli.terminal import dumps, printable
 
 if TYPE_CHECKING:
@@ -73,12 +73,8 @@ def _common(func: Callable[..., None]) -> Callable[..., None]:
     options = [
         kb_option,
         config_option,
-        click.option(
-            "--golden",
-            "golden_path",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Golden queries, JSON Lines (default: <kb>/golden.jsonl).",
+        file_option(
+            "--golden", "golden_path", "Golden queries, JSON Lines (default: <kb>/golden.jsonl)."
         ),
         click.option(
             "--limit",
@@ -88,12 +84,8 @@ def _common(func: Callable[..., None]) -> Callable[..., None]:
             help="Chunks taken from each result list before collapsing to documents.",
         ),
         click.option("--json", "as_json", is_flag=True, help="Print the result as JSON."),
-        click.option(
-            "--report",
-            "report_path",
-            type=click.Path(dir_okay=False, path_type=Path),
-            default=None,
-            help="Also write a self-contained HTML report to this file.",
+        file_option(
+            "--report", "report_path", "Also write a self-contained HTML report to this file."
         ),
         click.option("--seed", type=int, default=None, help="Bootstrap seed (default fixed)."),
     ]
@@ -136,12 +128,10 @@ class _Progress:
     "candidates",
     "candidates: the fused hybrid list (stage 1); full: every enabled stage.",
 )
-@click.option(
+@file_option(
     "--per-query",
     "per_query_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Write each query's rank and metrics here (.csv for CSV, else JSON Lines).",
+    "Write each query's rank and metrics here (.csv for CSV, else JSON Lines).",
 )
 @click.option("--ablate", is_flag=True, help="Lexical only, vector only, hybrid, + each stage.")
 @click.option("--no-history", is_flag=True, help="Do not record this run in the history.")

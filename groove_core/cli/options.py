@@ -101,10 +101,16 @@ kbs_option = click.option(
 all_option = click.option(
     "--all", "all_kbs", is_flag=True, help="Every knowledge base registered with 'groove kb add'."
 )
-config_option = click.option(
-    "--config",
-    "config_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    default=None,
-    help="Configuration file (default: <kb>/groove.toml).",
+
+
+def file_option(name: str, dest: str, help_text: str) -> Callable[[F], F]:
+    """An optional ``--name FILE`` (a file, never a folder), given to the command as
+    ``dest``: a Path, or None when the option is left out."""
+    return click.option(
+        name, dest, type=click.Path(dir_okay=False, path_type=Path), default=None, help=help_text
+    )
+
+
+config_option = file_option(
+    "--config", "config_path", "Configuration file (default: <kb>/groove.toml)."
 )
