@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar, get_args
@@ -341,6 +341,47 @@ def kill_midway(
         full_run = min(full_run, clock() - began)
     proc.wait(timeout=60)
     return killed, full_run
+
+
+class KillRounds:
+    """Rounds of a crash-safety test: in each, one started run is SIGKILLed part of the way
+    through (:func:`kill_midway`), at a random share (within ``share``, from ``seed``) of
+    ``full_run``, the seconds a whole run takes here (shortened as runs finish sooner).
+
+    Iterate :meth:`rounds`; in each round, prepare, :meth:`kill` a run, then check what it
+    left. :attr:`kills` counts the runs that were still going when killed."""
+
+    def __init__(self, full_run: float, *, seed: int, share: tuple[float, float]) -> None:
+        import random
+
+        self.full_run = full_run
+        self.kills = 0
+        self._rng = random.Random(seed)
+        self._share = share
+
+    @classmethod
+    def timed(
+        cls, start: Callable[[], Any], *, timeout: float, seed: int, share: tuple[float, float]
+    ) -> KillRounds:
+        """Rounds aimed by one whole run of ``start()`` (a ``subprocess.Popen``), timed now;
+        it must succeed."""
+        began = time.monotonic()
+        status = start().wait(timeout=timeout)
+        assert status == 0, f"the whole run to time failed (exit status {status})"
+        return cls(time.monotonic() - began, seed=seed, share=share)
+
+    def rounds(self, most: int, *, enough: int) -> Iterator[int]:
+        """Round numbers from 0: ``most`` rounds, or fewer once ``enough`` runs were killed."""
+        for round_ in range(most):
+            if self.kills >= enough:
+                return
+            yield round_
+
+    def kill(self, proc: Any) -> bool:
+        """Kill the started run ``proc`` part of the way through; whether it was still going."""
+        killed, self.full_run = kill_midway(proc, self.full_run, self._rng.uniform(*self._share))
+        self.kills += killed
+        return killed
 
 
 def wait_until_listening(proc: Any, port: int, timeout: float = 30.0) -> None:

@@ -4,12 +4,10 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +20,7 @@ from groove_core.cli import build_cli
 from groove_core.registry import CONFIG_HOME_ENV, load_registry
 from groove_core.sqlite.store import Store, check_consistency
 from groove_core.storage import StoreError
-from groove_core.testing import kill_midway, make_kb, open_kb
+from groove_core.testing import KillRounds, make_kb, open_kb
 from tests.helpers import index_content
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
@@ -47,24 +45,43 @@ def _start_index(kb: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def _python(code: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_kill_rounds_end_once_enough_runs_were_killed_while_going() -> None:
+    killer = KillRounds(0.5, seed=1, share=(0.1, 0.2))
+    seen = []
+    for round_ in killer.rounds(5, enough=2):
+        seen.append(round_)
+        assert killer.kill(_python("import time; time.sleep(60)"))
+    assert seen == [0, 1] and killer.kills == 2
+    # A run that ends before its kill point is not counted, and aims the next ones sooner.
+    finishing = KillRounds(2.0, seed=1, share=(0.9, 0.9))
+    assert not finishing.kill(_python("pass"))
+    assert finishing.kills == 0 and finishing.full_run < 2.0
+
+
+def test_kill_rounds_are_aimed_by_a_whole_run_that_must_succeed() -> None:
+    killer = KillRounds.timed(lambda: _python("pass"), timeout=60, seed=1, share=(0.5, 0.5))
+    assert 0 < killer.full_run < 60
+    with pytest.raises(AssertionError, match="exit status 3"):
+        KillRounds.timed(lambda: _python("raise SystemExit(3)"), timeout=60, seed=1, share=(0, 1))
+
+
 def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> None:
     files = 1145
     kb = _corpus(tmp_path, files)
     expected = index_content(open_kb(_corpus(tmp_path / "clean", files)).index_file)
     index = Groove.open(kb).index_file
     # Kill points spread over a whole run as long as this machine takes for one.
-    started = time.monotonic()
-    _start_index(kb).wait(timeout=120)
-    full_run = time.monotonic() - started
-    rng = random.Random(20261129)
-    kills = 0
-    for round_ in range(16):
-        if kills >= 6:
-            break
+    killer = KillRounds.timed(
+        lambda: _start_index(kb), timeout=120, seed=20261129, share=(0.25, 0.95)
+    )
+    for round_ in killer.rounds(16, enough=6):
         if index.parent.exists():
             shutil.rmtree(index.parent)
-        killed, full_run = kill_midway(_start_index(kb), full_run, rng.uniform(0.25, 0.95))
-        kills += killed
+        killer.kill(_start_index(kb))
         if index.exists():
             try:
                 store = Store.open(index)
@@ -79,7 +96,7 @@ def test_sigkill_at_random_points_never_corrupts_the_index(tmp_path: Path) -> No
         report = Groove.open(kb).index()
         assert report.documents_total == files
         assert index_content(index) == expected, f"differs from a clean build after kill {round_}"
-    assert kills >= 4, f"only {kills} runs were still going when killed"
+    assert killer.kills >= 4, f"only {killer.kills} runs were still going when killed"
 
 
 def test_doctor_finds_and_repairs_disagreeing_rows(notes_kb: Path) -> None:

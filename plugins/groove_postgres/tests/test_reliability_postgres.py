@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import random
 import re
 import shutil
 import signal
@@ -28,7 +27,7 @@ from groove_postgres.testing import EmbeddedPostgres, store_toml
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.mcp.server import build_mcp_server
-from groove_core.testing import BILINGUAL, drive_mcp, kill_midway, make_kb, open_kb
+from groove_core.testing import BILINGUAL, KillRounds, drive_mcp, make_kb, open_kb
 
 KILL_CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
 
@@ -81,20 +80,14 @@ def test_sigkill_at_random_points_never_corrupts_the_index(
     # A clean build of the same files under another KB key in the same database.
     clean = _corpus(tmp_path / "clean", files, postgres_dsn)
     expected = _content(_indexed(clean))
-    started = time.monotonic()
-    assert _start_index(kb).wait(timeout=300) == 0
-    full_run = time.monotonic() - started
-    rng = random.Random(20261130)
-    kills = 0
-    for round_ in range(12):
-        if kills >= 5:
-            break
+    killer = KillRounds.timed(
+        lambda: _start_index(kb), timeout=300, seed=20261130, share=(0.2, 0.9)
+    )
+    for round_ in killer.rounds(12, enough=5):
         rebuild = round_ % 2 == 1  # alternate: a first run into an emptied KB, a rebuild
         if not rebuild:
             _forget(kb)
-        proc = _start_index(kb, *(["--rebuild"] if rebuild else []))
-        killed, full_run = kill_midway(proc, full_run, rng.uniform(0.2, 0.9))
-        kills += killed
+        killer.kill(_start_index(kb, *(["--rebuild"] if rebuild else [])))
         app = Groove.open(kb)
         if rebuild:
             # The old index kept serving, whole.
@@ -105,7 +98,7 @@ def test_sigkill_at_random_points_never_corrupts_the_index(
         assert report.documents_total == files
         assert _content(Groove.open(kb)) == expected, f"differs from a clean build ({round_})"
         assert Groove.open(kb).doctor().healthy
-    assert kills >= 4, f"only {kills} runs were still going when killed"
+    assert killer.kills >= 4, f"only {killer.kills} runs were still going when killed"
     # No staging rows are left behind.
     with psycopg.connect(postgres_dsn) as conn:
         states = conn.execute("SELECT name, state FROM groove.kbs ORDER BY name").fetchall()
