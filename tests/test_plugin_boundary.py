@@ -57,18 +57,30 @@ class DedupeSettings(BaseModel):
     keep: int = Field(1, ge=1, description="chunks kept per document")
 
 
-class Dedupe:
+class SwitchedStage:
+    """A third-party stage's settings, registered in process: the section
+    ``[search.NAME]`` (:class:`DedupeSettings`) and the switch ``NAME`` on its ``enabled``."""
+
+    def __init__(self, name: str, help_text: str) -> None:
+        self.name = name
+        self.help_text = help_text
+
+    @hookimpl
+    def groove_config_sections(self) -> list[ConfigSection]:
+        return [ConfigSection(f"search.{self.name}", DedupeSettings)]
+
+    @hookimpl
+    def groove_stage_switches(self) -> list[StageSwitch]:
+        return [StageSwitch(self.name, f"search.{self.name}.enabled", self.help_text)]
+
+
+class Dedupe(SwitchedStage):
     """A third-party diversify stage, registered in process: only public mechanisms."""
 
     seen_active: ClassVar[list[frozenset[str]]] = []
 
-    @hookimpl
-    def groove_config_sections(self) -> list[ConfigSection]:
-        return [ConfigSection("search.dedupe", DedupeSettings)]
-
-    @hookimpl
-    def groove_stage_switches(self) -> list[StageSwitch]:
-        return [StageSwitch("dedupe", "search.dedupe.enabled", "Drop repeated documents")]
+    def __init__(self) -> None:
+        super().__init__("dedupe", "Drop repeated documents")
 
     @hookimpl
     def groove_pool_size(self, ctx: QueryContext) -> int | None:
@@ -224,24 +236,14 @@ def test_ablation_reads_the_same_switches(tmp_path: Path) -> None:
     assert variant.config.to_data()["search"]["dedupe"] == {"enabled": True}
 
 
-class Boost:
-    """A second switched stage, so that ablation has two sections to keep apart."""
-
-    @hookimpl
-    def groove_config_sections(self) -> list[ConfigSection]:
-        return [ConfigSection("search.boost", DedupeSettings)]
-
-    @hookimpl
-    def groove_stage_switches(self) -> list[StageSwitch]:
-        return [StageSwitch("boost", "search.boost.enabled", "Boost")]
-
-
 def test_ablation_variants_never_share_their_sections(tmp_path: Path) -> None:
+    """With a second switched stage (boost), each variant switches on its own section."""
     from groove_core.evaluation.session import ablation_variants
 
     extra = "[search.dedupe]\nenabled = false\nkeep = 2\n[search.boost]\nenabled = false\n"
     kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + extra)
-    app = open_kb(kb, extra_plugins=[("dedupe", Dedupe()), ("boost", Boost())], entry_points=False)
+    second = SwitchedStage("boost", "Boost")
+    app = open_kb(kb, extra_plugins=[("dedupe", Dedupe()), ("boost", second)], entry_points=False)
 
     class Session:
         config = app.config
