@@ -36,6 +36,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
+from timing import timed_groove
 
 PLUGIN = """
 import os
@@ -135,14 +136,6 @@ def cpu_seconds(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def groove(env: dict[str, str], *args: str) -> tuple[float, str]:
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "groove_core", *args], env=env, capture_output=True, text=True
-    )
-    return time.perf_counter() - started, proc.stdout
-
-
 def start_index(env: dict[str, str], kb: Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, "-m", "groove_core", "index", str(kb), "--quiet"],
@@ -168,7 +161,9 @@ def first_run(env: dict[str, str], kb: Path, files: int, embed_for: float) -> di
         if proc.poll() is not None:
             raise SystemExit(f"the index run ended before the KB was searchable: {now}")
         time.sleep(0.1)
-    wall, found = groove(env, "search", "東京の歴史", "--kb", str(kb), "--json", "--limit", "5")
+    wall, found = timed_groove(
+        "search", "東京の歴史", "--kb", str(kb), "--json", "--limit", "5", env=env, check=False
+    )
     response = json.loads(found)
     out["first_search_s"] = wall
     out["first_search_results"] = len(response["results"])
@@ -191,7 +186,7 @@ def first_run(env: dict[str, str], kb: Path, files: int, embed_for: float) -> di
         out["full_s_extrapolated"] = out["searchable_s"] + pending_at / rate
     else:
         out["full_s"] = time.perf_counter() - started
-    _, status = groove(env, "status", str(kb))
+    _, status = timed_groove("status", str(kb), env=env, check=False)
     out["status_line"] = next((x for x in status.splitlines() if x.startswith("vectors:")), "")
     return out
 

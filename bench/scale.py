@@ -29,23 +29,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
+from timing import OFFLINE_ENV, timed_groove
 
 from groove_core.app import Groove
 
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def groove(*args: str) -> tuple[float, str]:
-    started = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "groove_core", *args],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        check=True,
-    )
-    return time.perf_counter() - started, proc.stdout
 
 
 def percentiles(samples: list[float]) -> dict[str, float]:
@@ -68,7 +56,7 @@ def measure_index(kb: Path) -> dict[str, Any]:
     if index_dir.exists():
         for child in index_dir.iterdir():
             child.unlink()
-    wall, out = groove("index", str(kb), "--json")
+    wall, out = timed_groove("index", str(kb), "--json")
     report = json.loads(out)
     rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     size = (index_dir / "index.sqlite").stat().st_size
@@ -101,7 +89,7 @@ def embed_alone(kb: Path) -> dict[str, float]:
         [sys.executable, __file__, "--embed-alone", str(kb)],
         capture_output=True,
         text=True,
-        env=ENV,
+        env=OFFLINE_ENV,
         check=True,
     )
     result: dict[str, float] = json.loads(proc.stdout)
@@ -132,12 +120,12 @@ def run_embed_alone(kb: Path) -> None:
 
 
 def measure_reindex(kb: Path) -> dict[str, float]:
-    unchanged, _ = groove("index", str(kb), "--json")
+    unchanged, _ = timed_groove("index", str(kb), "--json")
     files = sorted(kb.rglob("note*.md"))
     for path in files[::100]:  # 1% of the files
         with path.open("a", encoding="utf-8") as f:
             f.write("\nAppended during the incremental benchmark.\n")
-    changed, out = groove("index", str(kb), "--json")
+    changed, out = timed_groove("index", str(kb), "--json")
     return {
         "unchanged_s": unchanged,
         "one_percent_changed_s": changed,
@@ -204,8 +192,8 @@ def measure_startup(kb: Path) -> dict[str, float]:
         started = time.perf_counter()
         subprocess.run([sys.executable, "-c", "pass"], check=True)
         bare.append(time.perf_counter() - started)
-    helps = [groove("--help")[0] for _ in range(5)]
-    first = [groove("search", "検索の評価", "--kb", str(kb))[0] for _ in range(3)]
+    helps = [timed_groove("--help")[0] for _ in range(5)]
+    first = [timed_groove("search", "検索の評価", "--kb", str(kb))[0] for _ in range(3)]
     return {
         "bare_python_s": statistics.median(bare),
         "help_s": statistics.median(helps),
@@ -243,7 +231,7 @@ def main() -> None:
                 print(json.dumps(result, indent=2))
                 continue
             result["reindex"] = measure_reindex(kb)
-            groove("index", str(kb))
+            timed_groove("index", str(kb))
         result["search"] = measure_search(kb, qs)
         result["startup"] = measure_startup(kb)
         (RESULTS / f"{size}.json").write_text(json.dumps(result, indent=2))

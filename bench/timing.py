@@ -1,9 +1,33 @@
-"""Summaries of latency samples shared by the benchmarks (run as ``python bench/NAME.py``,
-so this folder is on ``sys.path``)."""
+"""What the benchmarks share for timing (run as ``python bench/NAME.py``, so this folder is
+on ``sys.path``): a timed ``groove`` run and summaries of latency samples."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+
+#: groove's environment in a benchmark: offline, the models it needs already cached.
+OFFLINE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+
+
+def timed_groove(
+    *args: str, env: Mapping[str, str] = OFFLINE_ENV, check: bool = True
+) -> tuple[float, str]:
+    """(wall seconds, stdout) of ``groove ARGS`` in its own process, as a user runs it;
+    with ``check``, a failed run raises ``subprocess.CalledProcessError``."""
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "groove_core", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=check,
+    )
+    return time.perf_counter() - started, done.stdout
 
 
 def p95(samples: list[float]) -> float:
