@@ -16,13 +16,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
+
+from timing import run_groove
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,12 +35,6 @@ REFERENCE = {
     ("xquad-en-para", "golden-hard.jsonl"): (0.844, 0.865, 0.903),
     ("cranfield-en", "golden.jsonl"): (0.315, 0.210, 0.322),
 }
-
-
-def _groove(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    cmd = [sys.executable, "-m", "groove_core", *args]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
 
 
 def scratch_copy(evaldata: Path, work: Path, collection: str) -> Path:
@@ -60,13 +53,13 @@ def prepare(evaldata: Path, work: Path, collection: str) -> Path:
     """A scratch copy of the collection (docs + golden files), indexed."""
     target = scratch_copy(evaldata, work, collection)
     started = time.perf_counter()
-    out = _groove("index", str(target))
+    out = run_groove("index", str(target))
     print(f"indexed {collection} in {time.perf_counter() - started:.0f} s: {out.stdout.strip()}")
     return target
 
 
 def ablate(kb: Path, golden: str) -> list[dict[str, object]]:
-    out = _groove("eval", "--kb", str(kb), "--golden", str(kb / golden), "--ablate", "--json")
+    out = run_groove("eval", "--kb", str(kb), "--golden", str(kb / golden), "--ablate", "--json")
     runs: list[dict[str, object]] = json.loads(out.stdout)["runs"]
     return runs
 

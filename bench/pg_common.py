@@ -12,13 +12,13 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from timing import run_groove
+
 ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 #: CREATE DATABASE options: UTF-8 with the builtin C.UTF-8 locale, under which pg_trgm
 #: extracts trigrams from Japanese (docs/storage-backends.md, "Setting the database up").
@@ -27,8 +27,7 @@ DB_OPTIONS = "TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER builtin BUILTIN
 
 def groove(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run ``groove ARGS`` in its own process (offline); a failure exits with its stderr."""
-    cmd = [sys.executable, "-m", "groove_core", *args]
-    done = subprocess.run(cmd, env=ENV, capture_output=True, text=True, check=False)
+    done = run_groove(*args, check=False)
     if check and done.returncode != 0:
         raise SystemExit(f"groove {' '.join(args)} failed: {done.stderr.strip()[-2000:]}")
     return done

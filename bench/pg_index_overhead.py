@@ -42,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import corpus
 from pg_common import (
-    ENV,
     begin,
     create_database,
     load_average,
@@ -50,6 +49,7 @@ from pg_common import (
     start_postgres,
     use_backend,
 )
+from timing import OFFLINE_ENV
 
 BASE = "[index]\nmax_chunk_tokens = 400\n"
 
@@ -58,7 +58,7 @@ def run_child(args: list[str]) -> tuple[float, float, str]:
     """(wall s, CPU s of the child, stdout) of ``python ARGS`` in its own process."""
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         started = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, *args], env=ENV, stdout=out, stderr=err)
+        proc = subprocess.Popen([sys.executable, *args], env=OFFLINE_ENV, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - started
         proc.returncode = os.waitstatus_to_exitcode(status)

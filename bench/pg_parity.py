@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from eval_collections import scratch_copy
 from pg_common import (
-    ENV,
     ROOT,
     begin,
     create_database,
@@ -50,6 +49,7 @@ from pg_common import (
     start_postgres,
     use_backend,
 )
+from timing import OFFLINE_ENV
 
 #: collection -> golden files evaluated (docs/eval.md).
 COLLECTIONS = {
@@ -120,7 +120,7 @@ def top10(kb: Path, goldens: tuple[str, ...], out: Path) -> dict[str, list[list[
     began = time.perf_counter()
     subprocess.run(
         [sys.executable, __file__, "--dump", str(kb), str(out), *goldens],
-        env=ENV,
+        env=OFFLINE_ENV,
         check=True,
     )
     result: dict[str, list[list[list[Any]]]] = json.loads(out.read_text(encoding="utf-8"))

@@ -14,19 +14,21 @@ from collections.abc import Mapping
 OFFLINE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
 
 
+def run_groove(
+    *args: str, env: Mapping[str, str] = OFFLINE_ENV, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """``groove ARGS`` in its own process, as a user runs it, its output captured; with
+    ``check``, a failed run raises ``subprocess.CalledProcessError``."""
+    command = [sys.executable, "-m", "groove_core", *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, check=check)
+
+
 def timed_groove(
     *args: str, env: Mapping[str, str] = OFFLINE_ENV, check: bool = True
 ) -> tuple[float, str]:
-    """(wall seconds, stdout) of ``groove ARGS`` in its own process, as a user runs it;
-    with ``check``, a failed run raises ``subprocess.CalledProcessError``."""
+    """(wall seconds, stdout) of :func:`run_groove`."""
     started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "groove_core", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=check,
-    )
+    done = run_groove(*args, env=env, check=check)
     return time.perf_counter() - started, done.stdout
 
 
