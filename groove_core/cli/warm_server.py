@@ -117,11 +117,10 @@ class LocalServer:
             return None
         self.path = folder / f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        old = os.umask(0o177)
-        try:
-            sock.bind(str(self.path))
-        finally:
-            os.umask(old)
+        sock.bind(str(self.path))
+        # The folder (0700, ours) already keeps others out; the socket says so too. Not
+        # through the umask: that is the whole process's, and other threads write files.
+        self.path.chmod(0o600)
         sock.listen(16)
         self._sock = sock
         threading.Thread(target=self._serve, name="groove-cli", daemon=True).start()
