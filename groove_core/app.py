@@ -204,7 +204,8 @@ class Groove:
             batch = self.config.embedder.batch_size
             embedded = reembed_chunks(store, self.embedder, batch, progress)
         spent = time.perf_counter() - started
-        report = Indexer(self.kb, self.config, store, self.embedder, progress, stop).run()
+        loaders = self.plugins.loaders()
+        report = Indexer(self.kb, self.config, store, self.embedder, progress, stop, loaders).run()
         report.chunks_embedded += embedded
         report.seconds += spent
         report.embed_seconds += spent

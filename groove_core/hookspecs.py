@@ -4,16 +4,16 @@
 Two kinds of hook:
 
 * **Contribution hooks** return all results: candidate legs (the core fuses every leg with
-  RRF), pool-size requests, embedders, per-query search options, config sections, CLI
-  commands and MCP tools.
+  RRF), pool-size requests, embedders, file loaders, per-query search options, config
+  sections, CLI commands and MCP tools.
 * **Stage hooks** are ``firstresult`` and return ``None`` to pass: rerank, diversify,
   expand, highlight. The identity default lives in the caller, so a disabled stage is simply
   not registered and the output is bit-identical by construction. Two enabled plugins
   implementing the same stage hook is a configuration error (see ``plugins.py``).
 
 Stage hooks receive hits and return a *new* list; they never mutate their input.
-The built-in legs (trigram FTS, word, vector), match_spans highlighter and embedders are plugins
-registered through these same hooks (``groove_core.builtins``).
+The built-in legs (trigram FTS, word, vector), match_spans highlighter, embedders and the
+Markdown loader are plugins registered through these same hooks (``groove_core.builtins``).
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from groove_core.config import ConfigSection
     from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
+    from groove_core.loaders import LoaderSpec
     from groove_core.models import SearchHit
     from groove_core.tool_app import ToolApp
 
@@ -56,6 +57,20 @@ def groove_storage_backends() -> list[BackendSpec]:
     Factories must be cheap until used: the spec list is collected on every start. The
     built-in ``sqlite`` backend is provided this way too (see groove_core.backend for the
     contract).
+    """
+
+
+@hookspec
+def groove_loaders() -> list[LoaderSpec]:
+    """File loaders this plugin provides: each claims file types (name endings, optionally
+    confirmed by the file's first bytes) and turns a file's bytes into Markdown text plus
+    anchors back to the source (``page=12``). See :mod:`groove_core.loaders`.
+
+    The built-in ``markdown`` loader is provided this way too. Where two loaders claim a
+    file, the first in plugin order whose ``sniff`` accepts it reads it. A loader raises
+    :class:`groove_core.loaders.LoadError` with a one-line reason for a file it cannot read
+    (encrypted, damaged, over its caps); the file is then skipped with that reason, never
+    the run. Load lazily: the spec list is collected on every start.
     """
 
 

@@ -29,10 +29,18 @@ from groove_core.config import (
     IndexConfig,
     index_path,
 )
-from groove_core.dialects import in_vault, markup_for
+from groove_core.dialects import COMMONMARK, in_vault, markup_for
 from groove_core.embedding import Embedder, checked_vectors, zero_rows
 from groove_core.files import file_kind, read_regular
 from groove_core.filters import GlobError, compile_glob, path_matches
+from groove_core.loaders import (
+    MARKDOWN,
+    LoadError,
+    Loaders,
+    LoaderSpec,
+    content_key,
+    recorded_identity,
+)
 from groove_core.storage import DocState, IndexStore, NewDocument
 
 #: Folders never indexed, wherever they are.
@@ -182,6 +190,7 @@ class _Walk:
     index_dir: Path
     patterns: tuple[str, ...]
     extensions: tuple[str, ...]
+    only_markdown: bool = True
 
 
 def walk_kb(
@@ -190,16 +199,20 @@ def walk_kb(
     index_file: Path,
     skipped: list[tuple[str, str]],
     folders: list[str] | None = None,
+    loaders: Loaders | None = None,
 ) -> Iterator[SourceFile]:
-    """Regular Markdown files under ``kb``, never leaving it; the rest is added to
-    ``skipped`` with the reason (links out of the KB or into ignored folders, loops,
-    FIFOs and devices). ``folders`` receives every folder walked (index_status watches
-    their mtimes to know when a walk is needed again)."""
+    """Regular files under ``kb`` that a loader claims (``loaders``; default the
+    Markdown loader alone), never leaving it; the rest is added to ``skipped`` with the
+    reason (links out of the KB or into ignored folders, loops, FIFOs and devices).
+    ``folders`` receives every folder walked (index_status watches their mtimes to know
+    when a walk is needed again)."""
+    table = Loaders.markdown_only(config) if loaders is None else loaders
     walk = _Walk(
         kb.resolve(),
         Path(os.path.realpath(index_file)).parent,
         ignore_patterns(kb, config),
-        config.index.indexed_extensions(),
+        table.extensions,
+        table.only_markdown,
     )
     for dirpath, dirnames, filenames in os.walk(walk.root, followlinks=False):
         here = Path(dirpath)
@@ -262,7 +275,8 @@ def _link_refusal(walk: _Walk, link: Path) -> str | None:
     if reason is not None:
         return f"symlink to {target_rel}, which is {reason}"
     if not target_rel.lower().endswith(walk.extensions):
-        return f"symlink to {target_rel}, which is not a Markdown file"
+        what = "a Markdown file" if walk.only_markdown else "a file type any loader reads"
+        return f"symlink to {target_rel}, which is not {what}"
     return None
 
 
@@ -281,23 +295,26 @@ def read_source(path: Path, limit: int) -> bytes:
     return read_regular(path, limit)
 
 
-def decode_markdown(data: bytes) -> str:
-    """Strict UTF-8 (a BOM is dropped); raises ValueError naming the problem."""
-    if b"\x00" in data[:8192]:
-        raise ValueError("binary file (contains NUL bytes)")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise ValueError(f"not valid UTF-8 (byte {err.start})") from None
-
-
 def _new_document(
-    src: SourceFile, text: str, digest: str, index: IndexConfig, vault: bool = False
+    src: SourceFile,
+    text: str,
+    digest: str,
+    index: IndexConfig,
+    vault: bool = False,
+    *,
+    converted: bool = False,
 ) -> tuple[NewDocument, tuple[str, ...]]:
     """The document to write, and the chunker's warnings about it (e.g. bad front matter).
+    ``converted``: the text is a loader's Markdown, not a note (no dialect markup to clean:
+    a ``%%`` or ``#word`` in a PDF is text).
 
     Raises ValueError (naming the setting) for a file over ``index.max_chunks_per_file``.
     """
+    markup = (
+        COMMONMARK
+        if converted
+        else markup_for(index.dialect, src.rel, text, vault, index.obsidian_comments == "keep")
+    )
     try:
         parsed = parse_markdown(
             text,
@@ -305,9 +322,7 @@ def _new_document(
             max_tokens=index.max_chunk_tokens,
             cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
-            markup=markup_for(
-                index.dialect, src.rel, text, vault, index.obsidian_comments == "keep"
-            ),
+            markup=markup,
         )
     except TooManyChunks as err:
         raise ValueError(f"{err}: over index.max_chunks_per_file") from None
@@ -441,9 +456,11 @@ class Indexer:
         embedder: Embedder,
         progress: ProgressFn | None = None,
         stop: Callable[[], bool] | None = None,
+        loaders: Loaders | None = None,
     ) -> None:
         self.kb = kb
         self.config = config
+        self.loaders = Loaders.markdown_only(config) if loaders is None else loaders
         self.store = store
         self.embedder = embedder
         self.progress = progress or (lambda _event: None)
@@ -467,8 +484,10 @@ class Indexer:
         self.store.begin_run()
         states = self.store.doc_states()
         index_file = index_path(self.kb, self.config)
-        files = list(walk_kb(self.kb, self.config, index_file, self.report.skipped))
-        self._work_total = sum(s.size for s in files if _needs_reading(s, states.get(s.rel)))
+        files = list(
+            walk_kb(self.kb, self.config, index_file, self.report.skipped, loaders=self.loaders)
+        )
+        self._work_total = sum(s.size for s in files if self._needs_reading(s, states.get(s.rel)))
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
@@ -511,6 +530,9 @@ class Indexer:
         self.report.seconds = time.perf_counter() - started
         return self.report
 
+    def _needs_reading(self, src: SourceFile, state: DocState | None) -> bool:
+        return _needs_reading(src, state, self.loaders.candidates(src.rel))
+
     def _report_progress(self, path: str, done: int, total: int) -> None:
         self._files = (done, total)
         event = IndexProgress(
@@ -538,7 +560,7 @@ class Indexer:
         self, src: SourceFile, state: DocState | None, touched: list[tuple[str, int, int]]
     ) -> str | None:
         """Queue ``src`` for writing if it changed; the reason it is skipped, or None."""
-        if not _needs_reading(src, state):
+        if not self._needs_reading(src, state):
             self.report.unchanged += 1
             return None
         queued = len(self._pending)
@@ -561,20 +583,28 @@ class Indexer:
             data = read_source(src.path, limit)
             if len(data) > limit:
                 return f"larger than index.max_file_bytes (over {limit} bytes)"
-            text = decode_markdown(data)
+            spec = self.loaders.choose(src.rel, data)
         except OSError as err:
             return f"cannot read: {err.strerror}"
         except ValueError as err:
             return str(err)
-        digest = hashlib.sha256(data).hexdigest()
+        digest = content_key(spec, hashlib.sha256(data).hexdigest())
         if state is not None and state.content_hash == digest:
             touched.append((src.rel, src.size, src.mtime_ns))
             self.report.unchanged += 1
             return None
         try:
-            doc, warnings = _new_document(src, text, digest, self.config.index, self._vault)
+            _, loaded = self.loaders.load(src.rel, data)
+        except LoadError as err:
+            return str(err)
+        converted = spec.name != MARKDOWN
+        try:
+            doc, warnings = _new_document(
+                src, loaded.text, digest, self.config.index, self._vault, converted=converted
+            )
         except ValueError as err:
             return str(err)
+        self.report.warnings.extend((src.rel, w) for w in loaded.warnings)
         self.report.warnings.extend((src.rel, w) for w in warnings)
         self._pending.append((doc, state is None))
         self._pending_chunks += len(doc.chunks)
@@ -663,6 +693,16 @@ class _Batch:
         return self._vectors
 
 
-def _needs_reading(src: SourceFile, state: DocState | None) -> bool:
-    """Whether ``src`` may have changed since it was indexed (size or mtime differ)."""
-    return state is None or (state.size, state.mtime_ns) != (src.size, src.mtime_ns)
+def _needs_reading(
+    src: SourceFile, state: DocState | None, candidates: list[LoaderSpec] | None = None
+) -> bool:
+    """Whether ``src`` may have changed since it was indexed (size or mtime differ), or
+    was loaded by a loader (or a version of it) none of ``candidates`` is."""
+    if state is None or (state.size, state.mtime_ns) != (src.size, src.mtime_ns):
+        return True
+    if candidates is None:
+        return False
+    recorded = recorded_identity(state.content_hash)
+    if recorded is None:
+        return not any(c.name == MARKDOWN for c in candidates)
+    return not any(c.identity == recorded for c in candidates)

@@ -2,8 +2,10 @@
 
 Shared by the MCP tools, ``groove get`` and ``groove status``. Everything an MCP client
 names is untrusted. A path is served only when it is KB-relative, has no ``..``, resolves
-(symbolic links included) to a Markdown file inside the KB root, and lies outside the
-folders groove never indexes (``.groove/``, ``.git/``, ignore patterns).
+(symbolic links included) to a file inside the KB root that a loader reads (Markdown, or
+a type a plugin's loader claims), and lies outside the folders groove never indexes
+(``.groove/``, ``.git/``, ignore patterns). A loaded file is served as its loader's text;
+``report.pdf#page=12`` serves the part of it that an anchor names.
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class DocumentError(GrooveError):
 class KBFile:
     rel: str  # KB-relative POSIX path of the resolved file
     path: Path
+    #: The part asked for (``page=12`` of ``report.pdf#page=12``), or None for all of it.
+    fragment: str | None = None
 
 
 def _check_shape(rel: str) -> str:
@@ -85,6 +89,7 @@ def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KB
     (``missing``: what the error for a file that is not there suggests)."""
     clean = _check_shape(rel)
     root = app.kb.resolve()
+    clean, fragment = _split_fragment(root, clean)
     target = (root / clean).resolve()
     if not target.is_relative_to(root):
         raise DocumentError(
@@ -95,14 +100,24 @@ def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KB
         reason = _refusal(app, name, target)
         if reason is not None:
             raise DocumentError(reason)
-    extensions = app.config.index.indexed_extensions()
-    if not resolved_rel.lower().endswith(extensions):
+    loaders = app.plugins.loaders()
+    if not loaders.claims(resolved_rel):
+        what = "a Markdown file" if loaders.only_markdown else "a file type groove reads"
         raise DocumentError(
-            f"{rel!r} is not a Markdown file: only {', '.join(extensions)} files can be read"
+            f"{rel!r} is not {what}: only {', '.join(loaders.extensions)} files can be read"
         )
     if not target.is_file():
         raise DocumentError(f"no file {rel!r} in the knowledge base; {missing}")
-    return KBFile(resolved_rel, target)
+    return KBFile(resolved_rel, target, fragment)
+
+
+def _split_fragment(root: Path, clean: str) -> tuple[str, str | None]:
+    """``report.pdf#page=12`` as the path and the part of it asked for; a file whose own
+    name holds a ``#`` is read whole (the fragment syntax yields to an existing file)."""
+    base, sep, fragment = clean.rpartition("#")
+    if not sep or not base or not fragment or (root / clean).exists():
+        return clean, None
+    return base, fragment
 
 
 def notes_named(app: Groove, name: str) -> list[str]:
@@ -161,19 +176,28 @@ def attachments(app: Groove, targets: Iterable[str]) -> dict[str, str]:
 
 
 def read_text(app: Groove, file: KBFile) -> str:
-    """The file's text, decoded as the indexer decodes it, within the indexer's size cap."""
-    from groove_core.indexer import decode_markdown, read_source
+    """The file's text as the indexer reads it (through its loader, within the indexer's
+    size cap); with a fragment, the lines of that part only."""
+    from groove_core.indexer import read_source
+    from groove_core.loaders import FragmentError, fragment_lines
 
     limit = app.config.index.max_file_bytes
     try:
         data = read_source(file.path, limit)
         if len(data) > limit:
             raise DocumentError(f"{file.rel!r} is larger than index.max_file_bytes ({limit})")
-        return decode_markdown(data)
+        _, loaded = app.plugins.loaders().load(file.rel, data)
     except OSError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err.strerror}") from None
     except ValueError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
+    if file.fragment is None:
+        return loaded.text
+    try:
+        first, last = fragment_lines(loaded, file.fragment)
+    except FragmentError as err:
+        raise DocumentError(f"{file.rel!r}: {err}") from None
+    return "".join(loaded.text.splitlines(keepends=True)[first - 1 : last])
 
 
 def indexed_document(app: Groove, rel: str) -> DocumentRow | None:
@@ -255,13 +279,14 @@ _Files = dict[str, tuple[int, int]]
 
 
 def _walk(app: Groove, folders: list[str] | None = None) -> _Files:
-    """The Markdown files the indexer would index, as the indexer finds them."""
+    """The files the indexer would index, as the indexer finds them."""
     from groove_core.indexer import walk_kb
 
     limit = app.config.index.max_file_bytes
     skipped: list[tuple[str, str]] = []
     found: _Files = {}
-    for src in walk_kb(app.kb, app.config, app.index_file, skipped, folders):
+    loaders = app.plugins.loaders()
+    for src in walk_kb(app.kb, app.config, app.index_file, skipped, folders, loaders):
         if src.size > limit:
             continue  # the indexer skips it too: it would never stop looking "added"
         found[src.rel] = (src.size, src.mtime_ns)

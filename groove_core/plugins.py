@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from groove_core.backend import BackendSpec
     from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import Embedder
+    from groove_core.loaders import Loaders, LoaderSpec
     from groove_core.models import LegResult, SearchHit
 
 ENTRY_POINT_GROUP = "groove"
@@ -48,6 +49,9 @@ class PluginInfo:
     #: The embedder names it contributes (``groove_embedders``): what ``[embedder] name``
     #: may say.
     embedders: tuple[str, ...] = ()
+    #: The file loaders it contributes (``groove_loaders``), each as
+    #: ``name/version: .ext, ...`` (the types it claims under this configuration).
+    loaders: tuple[str, ...] = ()
 
     @property
     def status_text(self) -> str:
@@ -68,6 +72,7 @@ class PluginInfo:
             "stages": list(self.stages),
             "off_by_default": self.off_by_default,
             "embedders": list(self.embedders),
+            "loaders": list(self.loaders),
         }
 
 
@@ -81,6 +86,7 @@ class Plugins:
     settings: Settings = field(init=False)
     _switches: list[StageSwitch] | None = field(default=None, init=False, repr=False)
     _legs: list[LegSpec] | None = field(default=None, init=False, repr=False)
+    _loaders: Loaders | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = Settings(self.config)
@@ -182,6 +188,26 @@ class Plugins:
             self._legs = found
         return list(self._legs)
 
+    def loader_specs(self) -> list[LoaderSpec]:
+        """Every file loader, in plugin registration order (the built-in Markdown one
+        first), each with the plugin that declared it."""
+        from groove_core.loaders import with_plugin
+
+        found: list[LoaderSpec] = []
+        for impl in reversed(self.pm.hook.groove_loaders.get_hookimpls()):
+            for spec in cast("list[LoaderSpec] | None", impl.function()) or []:
+                found.append(with_plugin(spec, impl.plugin_name))
+        return found
+
+    def loaders(self) -> Loaders:
+        """The loaders in force, with the types each claims under this configuration
+        (collected once: every walk of the KB asks)."""
+        from groove_core.loaders import build_loaders
+
+        if self._loaders is None:
+            self._loaders = build_loaders(self.loader_specs(), self.settings)
+        return self._loaders
+
     def terms_leg(self) -> str | None:
         """The name of the first lexical leg that reports the query's terms, if any."""
         return next(
@@ -261,7 +287,7 @@ class _UnknownHookError(Exception):
 def _default_plugins() -> list[tuple[str, object]]:
     """(name, plugin) pairs registered on every plugin manager unless disabled by name:
     groove's own features, registered like any third-party plugin."""
-    from groove_core.builtins import embedders, highlight, legs
+    from groove_core.builtins import embedders, highlight, legs, markdown
     from groove_core.sqlite import backend as sqlite
 
     return [
@@ -270,6 +296,7 @@ def _default_plugins() -> list[tuple[str, object]]:
         ("word", legs.WordLeg()),
         ("match_spans", highlight.MatchSpans()),
         ("embedders", embedders),
+        ("markdown", markdown),
         ("sqlite", sqlite),
     ]
 
@@ -420,6 +447,7 @@ def list_plugins(config: GrooveConfig) -> tuple[list[PluginInfo], str | None]:
         _validate(plugins)
     except ConfigError as err:
         return plugins.infos, str(err)
+    _mark_loaders(plugins)
     return plugins.infos, None
 
 
@@ -437,6 +465,23 @@ def _mark_embedders(plugins: Plugins) -> None:
     for i, info in enumerate(plugins.infos):
         if names.get(info.name):
             plugins.infos[i] = replace(info, embedders=tuple(names[info.name]))
+
+
+def _mark_loaders(plugins: Plugins) -> None:
+    """Note on each plugin's row the loaders it contributes and the types they claim."""
+    names: dict[str, list[str]] = {}
+    try:
+        claimed = plugins.loaders().claimed
+    except Exception as err:  # listing must work even beside a broken plugin
+        for impl in plugins.pm.hook.groove_loaders.get_hookimpls():
+            names[impl.plugin_name] = [f"(failed: {type(err).__name__}: {err})"]
+        claimed = ()
+    for claim in claimed:
+        types = ", ".join(claim.extensions) or "no file types"
+        names.setdefault(claim.spec.plugin, []).append(f"{claim.spec.identity}: {types}")
+    for i, info in enumerate(plugins.infos):
+        if names.get(info.name):
+            plugins.infos[i] = replace(info, loaders=tuple(names[info.name]))
 
 
 __all__ = [

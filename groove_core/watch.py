@@ -1,8 +1,8 @@
 """Keep the index current while files change: poll, debounce, re-index incrementally.
 
-Polling (one ``stat`` per Markdown file per interval) needs no extra dependency and works
-the same on every OS and file system, network mounts included; at 10,000 files a poll
-costs tens of milliseconds. A burst of saves is one re-index: after a change is seen, the
+Polling (one ``stat`` per file a loader claims, per interval) needs no extra dependency
+and works the same on every OS and file system, network mounts included; at 10,000 files
+a poll costs tens of milliseconds. A burst of saves is one re-index: after a change is seen, the
 watcher waits until the tree stops changing for ``debounce`` seconds.
 
 A run's vector pass (ADR-0015) can last long with a slow embedder: the watcher stops it
@@ -32,7 +32,7 @@ log = get_logger("groove.watch")
 
 
 class Watcher:
-    """Re-indexes ``app``'s knowledge base whenever its Markdown files change.
+    """Re-indexes ``app``'s knowledge base whenever the files its loaders read change.
 
     Uses its own :class:`Groove` (and so its own SQLite connection), so a server in the
     same process keeps searching through WAL while the watcher writes.
@@ -68,7 +68,13 @@ class Watcher:
 
     def snapshot(self) -> Snapshot:
         skipped: list[tuple[str, str]] = []
-        files = walk_kb(self.app.kb, self.app.config, self.app.index_file, skipped)
+        files = walk_kb(
+            self.app.kb,
+            self.app.config,
+            self.app.index_file,
+            skipped,
+            loaders=self.app.plugins.loaders(),
+        )
         return {f.rel: (f.size, f.mtime_ns) for f in files}
 
     def _settle(self, current: Snapshot) -> Snapshot:

@@ -125,6 +125,9 @@ def by_name(app: Groove, target: Target) -> Target:
 
     if target.path is None or (app.kb / target.path).is_file():
         return target
+    base, sep, _ = target.path.rpartition("#")
+    if sep and (app.kb / base).is_file():
+        return target  # a part of a file (report.pdf#page=12)
     found = notes_named(app, target.path)
     if not found:
         return target

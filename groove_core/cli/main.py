@@ -669,6 +669,8 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
         last = f"hooks: {hooks}" + (f"  ({info.reason})" if info.reason else "")
         if info.embedders:
             last += f"  embedders: {', '.join(info.embedders)}"
+        if info.loaders:
+            last += f"  loaders: {'; '.join(info.loaders)}"
         # Names and versions come from installed distributions' metadata: untrusted too.
         cells = [info.name, info.distribution, info.version, f"[{info.status_text}]", last]
         rows.append([printable(cell) for cell in cells])
