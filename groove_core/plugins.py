@@ -194,7 +194,7 @@ class Plugins:
         from groove_core.loaders import with_plugin
 
         found: list[LoaderSpec] = []
-        for impl in reversed(self.pm.hook.groove_loaders.get_hookimpls()):
+        for impl in self.pm.hook.groove_loaders.get_hookimpls():
             for spec in cast("list[LoaderSpec] | None", impl.function()) or []:
                 found.append(with_plugin(spec, impl.plugin_name))
         return found
@@ -437,11 +437,14 @@ def _check_stage_conflicts(plugins: Plugins) -> None:
             )
 
 
-def list_plugins(config: GrooveConfig) -> tuple[list[PluginInfo], str | None]:
+def list_plugins(
+    config: GrooveConfig, *, extra: Sequence[tuple[str, object]] = ()
+) -> tuple[list[PluginInfo], str | None]:
     """Every plugin groove knows of (including disabled and failed ones), and the
     configuration problem that would stop a search, if any: listing must still work then.
+    ``extra``: plugins registered in process (tests), as ``make_plugin_manager`` takes them.
     """
-    plugins = make_plugin_manager(config, validate=False)
+    plugins = make_plugin_manager(config, extra=extra, validate=False)
     _mark_embedders(plugins)
     try:
         _validate(plugins)

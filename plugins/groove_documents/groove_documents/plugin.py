@@ -1,0 +1,88 @@
+"""The ``documents`` plugin: loaders for PDF, Word (.docx) and HTML (``[plugin.documents]``).
+
+Registered through the ``groove`` entry point ``documents``. Light at import: pypdf and
+python-docx are imported by the loader that needs them, when a file of its type is read,
+so ``groove --help`` and searches never pay for them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from groove_core.config import ConfigSection
+from groove_core.hookspecs import hookimpl
+from groove_core.loaders import Loaded, LoaderSpec
+from groove_documents.settings import DocumentsSettings, Kind
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from groove_core.config import Settings
+
+NAME = "documents"
+#: Bump a loader's version whenever the text it produces changes: indexed files of its
+#: type are then read again (the loader's identity is recorded with each file).
+VERSION = "1"
+EXTENSIONS: dict[Kind, tuple[str, ...]] = {
+    "pdf": (".pdf",),
+    "docx": (".docx",),
+    "html": (".html", ".htm"),
+}
+
+
+def _claims(kind: Kind) -> Callable[[Settings], tuple[str, ...]]:
+    def extensions(settings: Settings) -> tuple[str, ...]:
+        wanted = settings.get(DocumentsSettings).types
+        return EXTENSIONS[kind] if kind in wanted else ()
+
+    return extensions
+
+
+def _pdf(data: bytes, rel: str, settings: Settings) -> Loaded:
+    from groove_documents import pdf
+
+    return pdf.load(data, rel, settings)
+
+
+def _docx(data: bytes, rel: str, settings: Settings) -> Loaded:
+    from groove_documents import word
+
+    return word.load(data, rel, settings)
+
+
+def _html(data: bytes, rel: str, settings: Settings) -> Loaded:
+    from groove_documents import web
+
+    return web.load(data, rel, settings)
+
+
+def _sniff_pdf(head: bytes) -> bool:
+    from groove_documents import pdf
+
+    return pdf.sniff(head)
+
+
+def _sniff_docx(head: bytes) -> bool:
+    from groove_documents import word
+
+    return word.sniff(head)
+
+
+def _sniff_html(head: bytes) -> bool:
+    from groove_documents import web
+
+    return web.sniff(head)
+
+
+@hookimpl
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection(f"plugin.{NAME}", DocumentsSettings)]
+
+
+@hookimpl
+def groove_loaders() -> list[LoaderSpec]:
+    return [
+        LoaderSpec("pdf", VERSION, _claims("pdf"), _pdf, _sniff_pdf, "PDF text layer (pypdf)"),
+        LoaderSpec("docx", VERSION, _claims("docx"), _docx, _sniff_docx, "Word (python-docx)"),
+        LoaderSpec("html", VERSION, _claims("html"), _html, _sniff_html, "HTML (html.parser)"),
+    ]

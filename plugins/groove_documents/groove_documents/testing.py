@@ -1,0 +1,168 @@
+"""Writers of real PDF, Word and HTML files for tests (reportlab, the ``[test]`` extra, and
+python-docx), each from the same sections so a test can compare them with Markdown."""
+
+from __future__ import annotations
+
+import html
+import io
+import zipfile
+from collections.abc import Sequence
+
+#: A document: its title and sections of (heading, paragraphs).
+Sections = Sequence[tuple[str, Sequence[str]]]
+
+
+def markdown_text(title: str, sections: Sections) -> str:
+    out = [f"# {title}", ""]
+    for heading, paragraphs in sections:
+        out += [f"## {heading}", ""]
+        for paragraph in paragraphs:
+            out += [paragraph, ""]
+    return "\n".join(out)
+
+
+def pdf_bytes(
+    pages: Sequence[Sequence[str]],
+    *,
+    title: str | None = None,
+    password: str | None = None,
+) -> bytes:
+    """A PDF with a text layer: each page's lines drawn top-down (wrapped at ~90 chars)."""
+    import textwrap
+
+    from reportlab.lib.pagesizes import A4
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf, pagesize=A4, encrypt=password, invariant=True)
+    if title:
+        pdf.setTitle(title)
+    for lines in pages:
+        y = 800
+        for line in lines:
+            for part in textwrap.wrap(line, 90) or [""]:
+                pdf.drawString(40, y, part)
+                y -= 14
+            y -= 6
+        pdf.showPage()
+    pdf.save()
+    return buf.getvalue()
+
+
+def pdf_of_sections(title: str, sections: Sections) -> bytes:
+    """One page per section, its heading as the page's first line."""
+    return pdf_bytes([[heading, *paragraphs] for heading, paragraphs in sections], title=title)
+
+
+def image_only_pdf() -> bytes:
+    """A PDF page with drawing and no text layer (what a scanner makes, less the image)."""
+    from reportlab.pdfgen import canvas
+
+    buf = io.BytesIO()
+    pdf = canvas.Canvas(buf, invariant=True)
+    pdf.rect(50, 50, 300, 400, fill=1)
+    pdf.showPage()
+    pdf.save()
+    return buf.getvalue()
+
+
+def docx_of_sections(title: str, sections: Sections, table: Sequence[Sequence[str]] = ()) -> bytes:
+    import docx
+
+    document = docx.Document()
+    document.add_heading(title, level=1)
+    for heading, paragraphs in sections:
+        document.add_heading(heading, level=2)
+        for paragraph in paragraphs:
+            document.add_paragraph(paragraph)
+    if table:
+        grid = document.add_table(rows=len(table), cols=len(table[0]))
+        for r, row in enumerate(table):
+            for c, value in enumerate(row):
+                grid.cell(r, c).text = value
+    buf = io.BytesIO()
+    document.save(buf)
+    return buf.getvalue()
+
+
+def html_of_sections(title: str, sections: Sections) -> str:
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    for heading, paragraphs in sections:
+        body.append(f"<h2>{html.escape(heading)}</h2>")
+        body += [f"<p>{html.escape(p)}</p>" for p in paragraphs]
+    return (
+        f"<!doctype html><html><head><title>{html.escape(title)}</title>"
+        "<style>p { color: red }</style><script>var hidden = 1;</script></head>"
+        f"<body>{''.join(body)}</body></html>"
+    )
+
+
+def zip_bomb_docx(expanded: int) -> bytes:
+    """A .docx-shaped zip whose document part expands to ``expanded`` bytes of zeros,
+    written a MiB at a time (the test never holds it expanded)."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        archive.writestr("[Content_Types].xml", "<Types/>")
+        with archive.open("word/document.xml", "w", force_zip64=True) as part:
+            block = b"\0" * (1 << 20)
+            for _ in range(expanded >> 20):
+                part.write(block)
+    return buf.getvalue()
+
+
+def _text_page(writer: object, content: object, font: object) -> None:
+    from pypdf.generic import DictionaryObject, NameObject
+
+    page = writer.add_blank_page(300, 300)  # type: ignore[attr-defined]
+    fonts = DictionaryObject({NameObject("/F1"): font})
+    page[NameObject("/Resources")] = DictionaryObject({NameObject("/Font"): fonts})
+    page[NameObject("/Contents")] = content
+
+
+def _writer_with_font() -> tuple[object, object]:
+    from pypdf import PdfWriter
+    from pypdf.generic import DictionaryObject, NameObject
+
+    writer = PdfWriter()
+    font = DictionaryObject(
+        {
+            NameObject("/Type"): NameObject("/Font"),
+            NameObject("/Subtype"): NameObject("/Type1"),
+            NameObject("/BaseFont"): NameObject("/Helvetica"),
+        }
+    )
+    return writer, writer._add_object(font)
+
+
+def _stream(writer: object, data: bytes) -> object:
+    from pypdf.generic import DecodedStreamObject
+
+    stream = DecodedStreamObject()
+    stream.set_data(data)
+    return writer._add_object(stream)  # type: ignore[attr-defined]
+
+
+def _saved(writer: object) -> bytes:
+    buf = io.BytesIO()
+    writer.write(buf)  # type: ignore[attr-defined]
+    return buf.getvalue()
+
+
+def many_pages_pdf(pages: int) -> bytes:
+    """A PDF of ``pages`` pages sharing one line of text (quick to write at 10,000)."""
+    writer, font = _writer_with_font()
+    content = _stream(writer, b"BT /F1 12 Tf 20 150 Td (the same line on every page) Tj ET")
+    for _ in range(pages):
+        _text_page(writer, content, font)
+    return _saved(writer)
+
+
+def huge_page_pdf(content_bytes: int, other: str = "a normal page about lichens") -> bytes:
+    """A PDF whose first page draws ``content_bytes`` of text instructions and whose second
+    is ordinary."""
+    writer, font = _writer_with_font()
+    op = b"(word word word) Tj 0 -1 Td "
+    huge = b"BT /F1 12 Tf 10 290 Td " + op * (content_bytes // len(op)) + b"ET"
+    _text_page(writer, _stream(writer, huge), font)
+    _text_page(writer, _stream(writer, f"BT /F1 12 Tf 20 150 Td ({other}) Tj ET".encode()), font)
+    return _saved(writer)
