@@ -66,13 +66,18 @@ def image_only_pdf() -> bytes:
     return buf.getvalue()
 
 
-def docx_of_sections(title: str, sections: Sections, table: Sequence[Sequence[str]] = ()) -> bytes:
+def docx_of_sections(
+    title: str, sections: Sections, table: Sequence[Sequence[str]] = (), *, heading: bool = True
+) -> bytes:
+    """A .docx: the title as Heading 1, each section's heading as Heading 2 (none when
+    ``heading`` is false or the heading is empty), its paragraphs, then ``table``."""
     import docx
 
     document = docx.Document()
     document.add_heading(title, level=1)
-    for heading, paragraphs in sections:
-        document.add_heading(heading, level=2)
+    for name, paragraphs in sections:
+        if heading and name:
+            document.add_heading(name, level=2)
         for paragraph in paragraphs:
             document.add_paragraph(paragraph)
     if table:
@@ -88,7 +93,8 @@ def docx_of_sections(title: str, sections: Sections, table: Sequence[Sequence[st
 def html_of_sections(title: str, sections: Sections) -> str:
     body = [f"<h1>{html.escape(title)}</h1>"]
     for heading, paragraphs in sections:
-        body.append(f"<h2>{html.escape(heading)}</h2>")
+        if heading:
+            body.append(f"<h2>{html.escape(heading)}</h2>")
         body += [f"<p>{html.escape(p)}</p>" for p in paragraphs]
     return (
         f"<!doctype html><html><head><title>{html.escape(title)}</title>"
