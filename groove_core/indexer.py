@@ -190,7 +190,6 @@ class _Walk:
     index_dir: Path
     patterns: tuple[str, ...]
     extensions: tuple[str, ...]
-    only_markdown: bool = True
 
 
 def walk_kb(
@@ -212,7 +211,6 @@ def walk_kb(
         Path(os.path.realpath(index_file)).parent,
         ignore_patterns(kb, config),
         table.extensions,
-        table.only_markdown,
     )
     for dirpath, dirnames, filenames in os.walk(walk.root, followlinks=False):
         here = Path(dirpath)
@@ -275,8 +273,7 @@ def _link_refusal(walk: _Walk, link: Path) -> str | None:
     if reason is not None:
         return f"symlink to {target_rel}, which is {reason}"
     if not target_rel.lower().endswith(walk.extensions):
-        what = "a Markdown file" if walk.only_markdown else "a file type any loader reads"
-        return f"symlink to {target_rel}, which is not {what}"
+        return f"symlink to {target_rel}, which is not a Markdown file"
     return None
 
 

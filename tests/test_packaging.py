@@ -36,6 +36,7 @@ PROJECTS = {
     "groove_reranker_bge": ROOT / "plugins" / "groove_reranker_bge",
     "groove_http_models": ROOT / "plugins" / "groove_http_models",
     "groove_postgres": ROOT / "plugins" / "groove_postgres",
+    "groove_documents": ROOT / "plugins" / "groove_documents",
     "groove_title_leg": ROOT / "examples" / "groove_title_leg",
 }
 #: Never shipped: the evaluation collections (CC BY-SA, CC BY, research-use data) and tests.
@@ -124,7 +125,7 @@ def test_installed_wheels_index_search_and_list_plugins(venv: Path, tmp_path: Pa
     status = {p["distribution"]: p["status"] for p in listed["plugins"]}
     for distribution in ("groove-mmr", "groove-parent", "groove-reranker-bge", "groove-title-leg"):
         assert status.get(distribution) == "enabled", listed
-    for distribution in ("groove-http-models", "groove-postgres"):
+    for distribution in ("groove-http-models", "groove-postgres", "groove-documents"):
         assert status.get(distribution) == "enabled", listed
 
     # Only the reranker's deliberately skipped dependencies are missing.

@@ -84,6 +84,7 @@ def get_cmd(
       notes/a.md           the whole file (KB-relative, as search prints it)
       notes/a.md:12        line 12
       notes/a.md:12-40     lines 12 to 40 (notes/a.md:12- to the end)
+      report.pdf#page=12   one part of a file a plugin's loader reads (its anchor)
       '#42' or chunk:42    chunk 42 (the chunk_id of search --json); quote '#42' in a
                            shell, where an unquoted # starts a comment
     """

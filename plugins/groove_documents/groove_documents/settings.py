@@ -19,7 +19,7 @@ class DocumentsSettings(BaseModel):
         description="the file types read (pdf: .pdf, docx: .docx, html: .html and .htm)",
     )
     max_pages: int = Field(
-        2000, ge=1, description="PDF pages read at most; the rest is left out with a warning"
+        1000, ge=1, description="PDF pages read at most; the rest is left out with a warning"
     )
     max_page_content_bytes: int = Field(
         512 * 1024,

@@ -137,3 +137,18 @@ def test_the_libraries_load_only_when_a_file_needs_them(tmp_path: Path) -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, check=True
     )
     assert done.stdout.splitlines() == ["[]", "[]"]
+
+
+def test_the_core_install_pulls_none_of_the_document_libraries() -> None:
+    import tomllib
+
+    root = Path(__file__).resolve().parents[3]
+    core = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    required = " ".join(core["dependencies"]).lower()
+    mine = tomllib.loads(
+        (root / "plugins" / "groove_documents" / "pyproject.toml").read_text(encoding="utf-8")
+    )["project"]
+    libraries = [d.split(">")[0].split("=")[0].strip().lower() for d in mine["dependencies"]]
+    libraries += ["reportlab"]
+    assert [lib for lib in libraries if lib != "groove-core" and lib in required] == []
+    assert {"pypdf", "python-docx"} <= set(libraries)

@@ -16,7 +16,7 @@ from groove_documents.testing import docx_of_sections, html_of_sections, pdf_byt
 
 from groove_core.app import Groove
 from groove_core.evaluation.metrics import documents_in_order, query_metrics
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 
 CRANFIELD = Path(__file__).resolve().parents[3] / "evaldata" / "cranfield-en"
 QUERIES = 30
@@ -65,8 +65,8 @@ WRITERS: list[tuple[str, Callable[[str, list[str]], bytes]]] = [
 ]
 
 
-def _write(root: Path, docs: dict[str, tuple[str, list[str]]], mixed: bool) -> Path:
-    kb = make_kb(root, {})
+def _write(root: Path, docs: dict[str, tuple[str, list[str]]], mixed: bool, config: str) -> Path:
+    kb = make_kb(root, {}, config=config)
     for i, (stem, (title, paragraphs)) in enumerate(docs.items()):
         suffix, write = WRITERS[i % len(WRITERS) if mixed else 0]
         (kb / f"{stem}{suffix}").write_bytes(write(title, paragraphs))
@@ -83,11 +83,13 @@ def mean_ndcg(app: Groove, queries: list[dict[str, Any]]) -> float:
     return statistics.fmean(scores)
 
 
-def measure(root: Path) -> dict[str, float]:
+def measure(root: Path, config: str = FAST_CONFIG) -> dict[str, float]:
+    """The folder's figures; ``config``: the KBs' groove.toml (default: the hashing
+    embedder; ``bench_documents.py`` passes the default embedder's)."""
     queries, docs = _collection()
-    markdown = open_kb(_write(root / "markdown", docs, mixed=False), entry_points=False)
+    markdown = open_kb(_write(root / "markdown", docs, False, config), entry_points=False)
     mixed = open_kb(
-        _write(root / "mixed", docs, mixed=True),
+        _write(root / "mixed", docs, True, config),
         extra_plugins=[("documents", plugin)],
         entry_points=False,
     )
