@@ -113,10 +113,6 @@ class Loaders:
         claim = ClaimedLoader(MARKDOWN_SPEC, config.index.indexed_extensions())
         return cls((claim,), Settings(config))
 
-    @property
-    def only_markdown(self) -> bool:
-        return all(c.spec.name == MARKDOWN for c in self.claimed)
-
     def claims(self, rel: str) -> bool:
         """Whether some loader claims the file ``rel`` by its name."""
         return rel.lower().endswith(self.extensions)

@@ -55,6 +55,7 @@ HOSTILE = {
     "encrypted.pdf": "pdf_bytes([['secret']], password='pw')",
     "truncated.pdf": "pdf_bytes([['one'], ['two']])[:900]",
     "bomb.docx": "zip_bomb_docx(128 << 20)",
+    "100000-paragraphs.docx": "many_paragraphs_docx(100_000)",
     "10000-pages.pdf": "many_pages_pdf(10_000)",
     "huge-page.pdf": "huge_page_pdf(4 << 20)",
     "deep.html": "('<div>' * 100_000 + 'x' + '</div>' * 100_000).encode()",

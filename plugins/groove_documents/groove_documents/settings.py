@@ -43,5 +43,6 @@ class DocumentsSettings(BaseModel):
     max_seconds: float = Field(
         30.0,
         gt=0,
-        description="seconds spent on one PDF; pages after that are left out with a warning",
+        description="seconds spent reading one PDF or DOCX; what follows is left out with a "
+        "warning",
     )

@@ -172,3 +172,19 @@ def huge_page_pdf(content_bytes: int, other: str = "a normal page about lichens"
     _text_page(writer, _stream(writer, huge), font)
     _text_page(writer, _stream(writer, f"BT /F1 12 Tf 20 150 Td ({other}) Tj ET".encode()), font)
     return _saved(writer)
+
+
+def many_paragraphs_docx(paragraphs: int) -> bytes:
+    """A real .docx of ``paragraphs`` paragraphs (its XML written directly: python-docx
+    would take minutes to add them one by one)."""
+    base = docx_of_sections("Long", [("Start", ["first paragraph"])])
+    source = zipfile.ZipFile(io.BytesIO(base))
+    one = "<w:p><w:r><w:t>lorem ipsum dolor sit amet, consectetur adipiscing</w:t></w:r></w:p>"
+    xml = source.read("word/document.xml").decode("utf-8")
+    xml = xml.replace("</w:p><w:sectPr", "</w:p>" + one * paragraphs + "<w:sectPr", 1)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            body = xml.encode("utf-8") if item.filename == "word/document.xml" else None
+            archive.writestr(item.filename, body or source.read(item.filename))
+    return buf.getvalue()

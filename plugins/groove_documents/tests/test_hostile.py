@@ -11,6 +11,7 @@ from groove_documents.testing import (
     docx_of_sections,
     huge_page_pdf,
     many_pages_pdf,
+    many_paragraphs_docx,
     pdf_bytes,
     zip_bomb_docx,
 )
@@ -76,6 +77,17 @@ def test_a_zip_bomb_docx_is_refused_before_it_is_expanded(tmp_path: Path) -> Non
         "bomb.docx": "a .docx expanding to 134217736 bytes (a zip bomb?): over "
         "[plugin.documents] max_unzipped_bytes (104857600)"
     }
+    assert spent < BOUND_SECONDS
+
+
+def test_a_docx_of_very_many_paragraphs_stops_at_its_time_budget(tmp_path: Path) -> None:
+    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.5\nmax_chars = 100000000\n"
+    kb = make_kb(tmp_path / "kb", NOTE, config=config)
+    (kb / "long.docx").write_bytes(many_paragraphs_docx(100_000))
+    app, skipped, warnings, spent = _index(kb)
+    assert skipped == {}
+    assert ("long.docx", "stopped reading after [plugin.documents] max_seconds (0.5)") in warnings
+    assert app.search("lorem ipsum", limit=1).results[0].path == "long.docx"
     assert spent < BOUND_SECONDS
 
 
