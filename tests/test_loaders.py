@@ -189,3 +189,36 @@ def test_plugins_list_names_each_loader_and_the_types_it_claims(tmp_path: Path) 
     assert ("paged", "paged/1", (".ptxt",)) in described
     row: dict[str, Any] = PluginInfo("x", "d", "1", (), "enabled", loaders=("a/1: .a",)).to_json()
     assert row["loaders"] == ["a/1: .a"]
+
+
+def test_groove_plugins_list_prints_the_loaders(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from groove_core.cli import build_cli
+
+    kb = make_kb(tmp_path / "kb", FILES)
+    result = CliRunner().invoke(build_cli(None), ["plugins", "list", "--kb", str(kb)])
+    assert result.exit_code == 0, result.output
+    row = next(line for line in result.output.splitlines() if line.startswith("markdown "))
+    assert row.endswith("hooks: loaders  loaders: markdown/1: .md, .markdown, .mdx")
+    listed = CliRunner().invoke(build_cli(None), ["plugins", "list", "--kb", str(kb), "--json"])
+    rows = {p["name"]: p for p in json.loads(listed.output)["plugins"]}
+    assert rows["markdown"]["loaders"] == ["markdown/1: .md, .markdown, .mdx"]
+
+
+def test_doctor_repairs_a_loaded_file_as_it_repairs_a_note(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", FILES)
+    app = _app(kb)
+    conn = app.store.conn
+    victim = conn.execute(
+        "SELECT c.id FROM chunks c JOIN documents d ON d.id = c.doc_id "
+        "WHERE d.path = 'report.ptxt' ORDER BY c.id LIMIT 1"
+    ).fetchone()[0]
+    conn.execute("DELETE FROM vec_chunks WHERE chunk_id = ?", (victim,))
+    app.close()
+    found = app.doctor()
+    assert not found.healthy
+    repaired = app.doctor(repair=True)
+    assert repaired.repaired and repaired.reindexed == ["report.ptxt"]
+    assert app.doctor().healthy
+    assert app.search("zebra crossing", limit=1).results[0].path == "report.ptxt"
