@@ -115,7 +115,12 @@ def _split_fragment(root: Path, clean: str) -> tuple[str, str | None]:
     """``report.pdf#page=12`` as the path and the part of it asked for; a file whose own
     name holds a ``#`` is read whole (the fragment syntax yields to an existing file)."""
     base, sep, fragment = clean.rpartition("#")
-    if not sep or not base or not fragment or (root / clean).exists():
+    if not sep or not base or not fragment:
+        return clean, None
+    try:
+        if (root / clean).exists():
+            return clean, None
+    except OSError:  # a name too long: the checks that follow refuse it as before
         return clean, None
     return base, fragment
 

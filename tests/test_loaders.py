@@ -222,3 +222,13 @@ def test_doctor_repairs_a_loaded_file_as_it_repairs_a_note(tmp_path: Path) -> No
     assert repaired.repaired and repaired.reindexed == ["report.ptxt"]
     assert app.doctor().healthy
     assert app.search("zebra crossing", limit=1).results[0].path == "report.ptxt"
+
+
+def test_a_fragment_on_a_name_too_long_is_refused_in_one_line(tmp_path: Path) -> None:
+    app = _app(make_kb(tmp_path / "kb", FILES), index=False)
+    try:
+        resolve_markdown(app, "a" * 300 + ".ptxt#page=1")
+    except DocumentError as err:
+        assert "is not a Markdown file" in str(err)
+    else:
+        raise AssertionError("served")
