@@ -53,7 +53,7 @@ def load(data: bytes, rel: str, settings: Settings) -> Loaded:
         if budget.spent:
             warnings.append(f"text cut at [plugin.documents] max_chars ({cfg.max_chars})")
             break
-        if time.monotonic() > deadline:
+        if lines and time.monotonic() > deadline:  # the first block even after a slow parse
             warnings.append(
                 f"stopped reading after [plugin.documents] max_seconds ({cfg.max_seconds:g})"
             )
