@@ -429,17 +429,18 @@ def _check(store: PostgresStore) -> _Found:
     identity = store.embedder_identity()
     with store.snapshot(), store._conn() as conn:
         hnsw = f"vectors_hnsw_{kb}"
-        if (
-            identity is not None
-            and not conn.execute(
-                "SELECT 1 FROM pg_indexes WHERE schemaname = %s AND indexname = %s",
-                (s, hnsw),
-            ).fetchone()
-        ):
+        state = store.vector_index_state(conn) if identity is not None else "valid"
+        if state == "missing":
             found.unbuilt.append(
                 f"the KB's vector index ({hnsw}) is missing: the vector leg reads every "
                 "vector until 'groove index' (or doctor --repair) builds it (a first index "
                 "still running builds it at its end)"
+            )
+        elif state == "invalid":
+            found.unbuilt.append(
+                f"the KB's vector index ({hnsw}) is invalid (a build of it failed part way): "
+                "PostgreSQL does not use it, so the vector leg reads every vector until "
+                "doctor --repair (or 'groove index') rebuilds it"
             )
         if identity is not None and store.get_meta(VECTORS_PENDING_KEY) is None:
             # While the KB's pending mark is set, a chunk without a vector is waiting for

@@ -853,11 +853,27 @@ class PostgresStore:
 
     def build_vector_index(self) -> None:
         """Create the KB's HNSW index if its embedder is bound and the index is missing
-        (the end of a build that deferred it, or of a run after a killed one)."""
+        (the end of a build that deferred it, or of a run after a killed one) or invalid
+        (a build that failed part way, e.g. a REINDEX CONCURRENTLY an administrator
+        interrupted: PostgreSQL keeps it, unused, and IF NOT EXISTS would keep it too)."""
         bound = self.embedder_identity()
         if bound is not None:
             with self.transaction() as conn:
+                if self.vector_index_state(conn) == "invalid":
+                    conn.execute(f"DROP INDEX {self._s}.vectors_hnsw_{self.kb_id}")
                 self._create_vector_index(conn, bound[1])
+
+    def vector_index_state(self, conn: psycopg.Connection[Any]) -> str:
+        """``"valid"``, ``"invalid"`` (PostgreSQL will not use it) or ``"missing"``."""
+        row = conn.execute(
+            "SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relname = %s",
+            (self.db.s, f"vectors_hnsw_{self.kb_id}"),
+        ).fetchone()
+        if row is None:
+            return "missing"
+        return "valid" if row[0] else "invalid"
 
     def analyze(self) -> None:
         """Refresh the planner's statistics of the tables a search reads: after a build

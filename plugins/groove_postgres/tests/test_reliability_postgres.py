@@ -309,6 +309,27 @@ def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
     assert Groove.open(kb).doctor().healthy
 
 
+def test_doctor_reports_an_invalid_vector_index_and_repair_rebuilds_it(
+    tmp_path: Path, postgres_dsn: str
+) -> None:
+    kb, app = _indexed_notes(tmp_path, postgres_dsn)
+    store = _postgres_store(app)
+    index = f"groove.vectors_hnsw_{store.kb_id}"
+    with psycopg.connect(postgres_dsn, autocommit=True) as conn:
+        # What a REINDEX CONCURRENTLY that failed part way leaves: an index never used.
+        conn.execute(
+            f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{index}'::regclass"
+        )
+    found = app.doctor()
+    assert not found.healthy
+    assert any("is invalid (a build of it failed part way)" in p for p in found.problems)
+    repaired = app.doctor(repair=True)
+    assert repaired.repaired and repaired.reindexed == []
+    with store.transaction() as conn:
+        assert store.vector_index_state(conn) == "valid"
+    assert Groove.open(kb).doctor().healthy
+
+
 def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
     kb, app = _indexed_notes(tmp_path, postgres_dsn)
     expected = _content(app)
