@@ -13,6 +13,7 @@ EVALDATA = Path(__file__).resolve().parent
 
 COLLECTIONS = (
     "cranfield-en",
+    "dendron-vault-en",
     "jsquad-ja-para",
     "md-vue-docs-en",
     "md-vue-docs-ja",
