@@ -92,6 +92,19 @@ def test_human_output_history_and_delta(kb: Path) -> None:
     assert len(json.loads((kb / ".groove" / HISTORY_FILENAME).read_text())["runs"]) == 3
 
 
+def test_a_plugin_legs_switch_is_named_among_the_candidates_settings(kb: Path) -> None:
+    """The title leg runs in stage 1: turning it on must show in the candidates run's
+    comparison, not look like the same settings (found measuring issue #29)."""
+    assert _eval(kb).exit_code == 0
+    (kb / "groove.toml").write_text(
+        '[embedder]\nname = "hashing"\n[plugin.titles]\nenabled_by_default = true\n'
+    )
+    second = _eval(kb)
+    assert second.exit_code == 0, second.output
+    assert 'plugin.titles: {"enabled_by_default": false' in second.output
+    assert '-> {"enabled_by_default": true' in second.output
+
+
 def test_corrupt_history_is_set_aside_with_a_warning(kb: Path) -> None:
     (kb / ".groove" / HISTORY_FILENAME).write_text("{ not json")
     result = _eval(kb)

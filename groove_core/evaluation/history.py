@@ -83,14 +83,14 @@ def fingerprint(
         "golden.sha256": golden.sha256,
         "groove.version": __version__,
     }
-    if stage == "full":
-        out.update(_stage_settings(config, plugins))
+    # Both stages: a plugin's leg (the title leg, switched on in its section) changes the
+    # candidates too, and a comparison must name that change.
+    out.update(_stage_settings(config, plugins))
     return out
 
 
 def _stage_settings(config: GrooveConfig, plugins: Plugins) -> dict[str, Any]:
-    """Only the full pipeline depends on the optional stages' knobs: every plugin
-    section as validated (defaults included), by its path."""
+    """Every plugin section as validated (defaults included), by its path."""
     out: dict[str, Any] = {}
     settings = plugins.settings
     for section in sorted(settings.sections, key=lambda s: (s.path, s.plugin)):
