@@ -169,6 +169,12 @@ class Tools:
         neighbours: int,
     ) -> CallToolResult:
         file = resolve_markdown(self.app, path)
+        if file.fragment is not None and chunk_id is not None:
+            # A chunk's lines count from the top of the file, a part's from its own start.
+            raise DocumentError(
+                f"give either a part of the file ({path!r}) or chunk_id, not both: "
+                f"the chunk's lines are the whole file's (path={file.rel!r})"
+            )
         lines = read_text(self.app, file).splitlines(keepends=True)
         indexed = indexed_document(self.app, file.rel)
         if chunk_id is not None:

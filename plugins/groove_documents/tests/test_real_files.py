@@ -49,3 +49,18 @@ def test_every_real_file_is_indexed(tmp_path: Path) -> None:
     app = _app(tmp_path)
     paths = {d.path for d in app.store.documents()}
     assert paths == {"note.md", *(f.name for f in FILES.iterdir() if f.suffix != ".md")}
+
+
+def test_a_page_and_a_chunk_together_are_refused_over_mcp(tmp_path: Path) -> None:
+    from groove_core.mcp.server import build_mcp_server
+    from groove_core.testing import call_tools
+
+    app = _app(tmp_path)
+    hit = app.search("Readability counts", limit=1).results[0]
+    both, chunk = call_tools(
+        build_mcp_server(app),
+        ("get_document", {"path": "google-doc-document.pdf#page=1", "chunk_id": hit.chunk_id}),
+        ("get_document", {"path": "google-doc-document.pdf", "chunk_id": hit.chunk_id}),
+    )
+    assert both.is_error and "not both" in both.content[0].text
+    assert "Readability counts." in chunk.structured_content["content"]
