@@ -216,11 +216,16 @@ def walk_kb(
         here = Path(dirpath)
         if folders is not None:
             folders.append(dirpath)
-        dirnames[:] = sorted(d for d in dirnames if _walk_into(walk, here / d))
+        for name in [d for d in dirnames if not _utf8(d)]:
+            skipped.append((_shown(here / name, walk.root) + "/", NOT_UTF8))
+        dirnames[:] = sorted(d for d in dirnames if _utf8(d) and _walk_into(walk, here / d))
         for name in sorted(filenames):
             if not name.lower().endswith(walk.extensions):
                 continue
             path = here / name
+            if not _utf8(name):
+                skipped.append((_shown(path, walk.root), NOT_UTF8))
+                continue
             rel = path.relative_to(walk.root).as_posix()
             if _ignored(rel, walk.patterns):
                 continue
@@ -229,6 +234,27 @@ def walk_kb(
                 skipped.append((rel, found))
             else:
                 yield found
+
+
+#: Why a file or folder whose name is not valid UTF-8 is skipped: the index stores paths as
+#: text, and a client could not name it back.
+NOT_UTF8 = "its name is not valid UTF-8 (rename it to index it)"
+
+
+def _utf8(name: str) -> bool:
+    """Whether a name from the file system is valid UTF-8 (Python keeps invalid bytes as
+    lone surrogates, which no text column or terminal takes)."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _shown(path: Path, root: Path) -> str:
+    """A KB-relative name that can be printed: invalid bytes as ``\\xNN``."""
+    rel = os.fsencode(path.relative_to(root).as_posix())
+    return rel.decode("utf-8", "backslashreplace")
 
 
 def _walk_into(walk: _Walk, folder: Path) -> bool:

@@ -20,7 +20,7 @@ import re
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,15 +49,19 @@ class KbEntry:
         return {"name": self.name, "path": str(self.path), "description": self.description}
 
 
-def config_home() -> Path:
-    """groove's folder of the user's configuration (see the module docstring)."""
-    if override := os.environ.get(CONFIG_HOME_ENV):
+def config_home(environ: Mapping[str, str | None] | None = None) -> Path:
+    """groove's folder of the user's configuration (see the module docstring), under
+    ``environ`` (default: this process's; a server answering the command line asks
+    which folder its client's environment means)."""
+    env = os.environ if environ is None else environ
+    home = Path(env.get("HOME") or Path.home())
+    if override := env.get(CONFIG_HOME_ENV):
         return Path(override).expanduser()
-    if sys.platform == "win32" and (appdata := os.environ.get("APPDATA")):
+    if sys.platform == "win32" and (appdata := env.get("APPDATA")):
         return Path(appdata) / "groove"
     if sys.platform == "darwin":
-        return Path.home() / "Library" / "Application Support" / "groove"
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+        return home / "Library" / "Application Support" / "groove"
+    base = env.get("XDG_CONFIG_HOME") or str(home / ".config")
     return Path(base) / "groove"
 
 

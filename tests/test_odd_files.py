@@ -79,6 +79,20 @@ def test_a_fifo_named_md_is_skipped_not_read(tmp_path: Path) -> None:
     assert _indexed(kb) == {"a.md"}
 
 
+def test_names_that_are_not_utf8_are_skipped_with_the_reason(tmp_path: Path) -> None:
+    """A Latin-1 name (``caf\xe9.md``) crashed the whole run in the store."""
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    with open(os.path.join(os.fsencode(kb), b"caf\xe9.md"), "w", encoding="utf-8") as note:
+        note.write("# Cafe\n\ncoffee\n")
+    os.mkdir(os.path.join(os.fsencode(kb), b"d\xe9j\xe0"))
+    with open(os.path.join(os.fsencode(kb), b"d\xe9j\xe0", b"n.md"), "w") as note:
+        note.write("# N\n\nnote\n")
+    report = _index_in_child(kb, timeout=90)
+    reason = "its name is not valid UTF-8 (rename it to index it)"
+    assert _skipped(report) == {"caf\\xe9.md": reason, "d\\xe9j\\xe0/": reason}
+    assert _indexed(kb) == {"a.md"}
+
+
 def test_symlink_loops_between_files_are_skipped(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", {"good.md": "# Good\n\nfine\n"})
     (kb / "a.md").symlink_to("b.md")

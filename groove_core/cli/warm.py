@@ -24,6 +24,7 @@ modules only (every ``groove`` command pays for its import). The server is
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import json
 import os
@@ -41,6 +42,10 @@ if TYPE_CHECKING:
 COMMANDS = frozenset({"search", "get", "status"})
 #: Environment variables that change what a command prints: sent with the request.
 OUTPUT_ENV = ("NO_COLOR", "COLUMNS", "LINES", "TERM", "GROOVE_PROGRESS_INTERVAL")
+#: Environment variables that decide which KB a name means (the registry's folder): a
+#: server for which they mean another folder refuses, or ``--kb NAME`` would mean
+#: another KB there.
+MATCH_ENV = ("GROOVE_CONFIG_HOME", "XDG_CONFIG_HOME", "HOME", "APPDATA")
 #: The largest request and answer (bytes): a command line, and one command's output.
 MAX_REQUEST = 1 << 20
 MAX_ANSWER = 64 << 20
@@ -100,24 +105,50 @@ def forward(argv: Sequence[str]) -> int | None:
         return None
     request = None
     for path in _sockets(folder):
-        request = request or _request(argv)
-        answer = _ask(path, request)
+        try:
+            request = request or _request(argv)
+        except OSError:  # no current folder (deleted under the shell): the command says so
+            return None
+        try:
+            answer = _ask(path, request)
+        except KeyboardInterrupt:  # as the command says it alone (cli.common.handle_errors)
+            sys.stderr.write("\ngroove: interrupted\n")
+            return 130
         if answer is None or "refused" in answer:
             continue
         for stream, text in ((sys.stdout, answer["stdout"]), (sys.stderr, answer["stderr"])):
             # The server kept the colour; strip it where click would have (not a terminal).
-            stream.write(text if stream.isatty() else _ANSI.sub("", text))
-            stream.flush()
+            _write(stream, text if stream.isatty() else _ANSI.sub("", text))
         return int(answer["code"])
     return None
+
+
+def _write(stream: Any, text: str) -> None:
+    """``text`` on ``stream`` as click.echo writes it: a stream that says it is ASCII
+    (``PYTHONIOENCODING=ascii``) is taken as misconfigured and given UTF-8."""
+    if not text:
+        return  # nothing, not even an encoding's byte-order mark
+    encoding = getattr(stream, "encoding", None) or "ascii"
+    try:
+        ascii_only = codecs.lookup(encoding).name == "ascii"
+    except LookupError:
+        ascii_only = False
+    if ascii_only and hasattr(stream, "buffer"):
+        stream.flush()
+        stream.buffer.write(text.encode("utf-8", "replace"))
+        stream.buffer.flush()
+    else:
+        stream.write(text)
+        stream.flush()
 
 
 def _request(argv: Sequence[str]) -> bytes:
     from groove_core import __version__
 
     env = {k: os.environ[k] for k in OUTPUT_ENV if k in os.environ}
+    where = {k: os.environ.get(k) for k in MATCH_ENV}
     body = {"op": "run", "version": __version__, "argv": list(argv), "cwd": os.getcwd(),
-            "env": env}  # fmt: skip
+            "env": env, "where": where}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
 
 
@@ -139,9 +170,12 @@ def _mtime(entry: os.DirEntry[str]) -> float:
         return 0.0
 
 
-def _ask(path: str, request: bytes, timeout: float = ANSWER_TIMEOUT) -> dict[str, Any] | None:
-    """One exchange with the server at ``path``; None when it is not there (a socket
+def _ask(
+    where: str | os.PathLike[str], request: bytes, timeout: float = ANSWER_TIMEOUT
+) -> dict[str, Any] | None:
+    """One exchange with the server at ``where``; None when it is not there (a socket
     whose server died is removed)."""
+    path = os.fspath(where)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT)
@@ -167,10 +201,19 @@ def _ask(path: str, request: bytes, timeout: float = ANSWER_TIMEOUT) -> dict[str
     return answer if isinstance(answer, dict) else None
 
 
-def read_line(sock: socket.socket, limit: int) -> bytes:
-    """Bytes up to a newline, the peer's end, or ``limit``."""
+def read_line(sock: socket.socket, limit: int, seconds: float | None = None) -> bytes:
+    """Bytes up to a newline, the peer's end, or ``limit``; with ``seconds``, what came
+    within that time in all (a peer that sends a byte now and then cannot hold it)."""
+    import time
+
     chunks, size = [], 0
+    deadline = None if seconds is None else time.monotonic() + seconds
     while True:
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request did not come in time")
+            sock.settimeout(left)
         chunk = sock.recv(65536)
         if not chunk:
             break

@@ -9,6 +9,7 @@ import io
 import json
 import os
 import socket
+import stat
 import struct
 import threading
 import time
@@ -20,6 +21,7 @@ from typing import Any
 from groove_core.cli.warm import (
     ANSWER_TIMEOUT,
     COMMANDS,
+    MATCH_ENV,
     MAX_REQUEST,
     OUTPUT_ENV,
     SUFFIX,
@@ -39,11 +41,16 @@ class Held:
 
     apps: dict[tuple[Path, Path | None], Any]
     config_files: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
+    #: Each KB folder's identity at start (device, inode): a folder deleted since, or
+    #: moved away with another moved to its path, is no longer the KB held.
+    folders: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
 
     def get(self, kb: Path, config_path: Path | None) -> Any:
         key = (kb.expanduser().resolve(), config_path.resolve() if config_path else None)
         if key not in self.apps:
             raise NotHeld(str(key[0]))
+        if _folder_id(key[0]) != self.folders.get(key[0]):
+            raise NotHeld(f"{key[0]} is not the folder it was when the server started")
         return self.apps[key]
 
     def changed(self) -> str | None:
@@ -53,6 +60,14 @@ class Held:
         return None
 
 
+def _folder_id(path: Path) -> tuple[int, int] | None:
+    try:
+        info = path.stat()
+    except OSError:
+        return None
+    return (info.st_dev, info.st_ino) if stat.S_ISDIR(info.st_mode) else None
+
+
 def _file_state(path: Path) -> tuple[int, int] | None:
     try:
         info = path.stat()
@@ -60,6 +75,9 @@ def _file_state(path: Path) -> tuple[int, int] | None:
         return None
     return info.st_mtime_ns, info.st_size
 
+
+#: Seconds a client has to send its whole request (a command line: a few hundred bytes).
+REQUEST_SECONDS = 2.0
 
 _held: Held | None = None
 _holding = threading.local()
@@ -99,6 +117,7 @@ class LocalServer:
             {(kb.resolve(), cfg.resolve() if cfg else None): app for kb, cfg, app in apps}
         )
         for kb, cfg, _ in apps:
+            self.held.folders[kb.resolve()] = _folder_id(kb.resolve())
             for path in (cfg, kb / "groove.toml"):
                 if path is not None:
                     self.held.config_files[path.resolve()] = _file_state(path)
@@ -165,8 +184,9 @@ class LocalServer:
     def _one(self, conn: socket.socket) -> None:
         if not _same_user(conn):
             return
-        conn.settimeout(10)
-        data = read_line(conn, MAX_REQUEST)
+        # One request at a time: a client that sends slowly (or not at all) must not hold
+        # the others, who then wait for it or run alone.
+        data = read_line(conn, MAX_REQUEST, REQUEST_SECONDS)
         try:
             request = json.loads(data)
         except ValueError:
@@ -177,14 +197,17 @@ class LocalServer:
             conn.sendall(self._stop(request))
             return
         if request.get("op") == "who":
-            who = {"pid": os.getpid(), "background": self.background,
+            # A stale background server is stopping: not one that serves these KBs.
+            background = self.background and self._stale() is None
+            who = {"pid": os.getpid(), "background": background,
                    "kbs": [str(kb) for kb, _ in self.held.apps]}  # fmt: skip
             conn.sendall(json.dumps(who).encode() + b"\n")
             return
         if request.get("op") != "run":
             return
         answer = self._run(request)
-        self.last_used = time.monotonic()
+        if "refused" not in answer:  # asked about other KBs only, it is still idle
+            self.last_used = time.monotonic()
         _log().info(
             "command line",
             command=request["argv"][0] if request.get("argv") else None,
@@ -193,6 +216,14 @@ class LocalServer:
         )
         conn.settimeout(ANSWER_TIMEOUT)
         conn.sendall(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+
+    def _stale(self) -> str | None:
+        """Why this server can no longer answer (a configuration changed since it
+        started), or None. A background server then stops, to make way for a fresh one."""
+        why = self.held.changed()
+        if why is not None and self.background:
+            threading.Timer(0.1, self._shut).start()
+        return why
 
     def _stop(self, request: dict[str, Any]) -> bytes:
         mine = {str(kb) for kb, _ in self.held.apps}
@@ -212,7 +243,9 @@ class LocalServer:
             return {"refused": "not a command this server answers"}
         if not isinstance(cwd, str) or not os.path.isdir(cwd) or not isinstance(env, dict):
             return {"refused": "a bad request"}
-        if (why := self.held.changed()) is not None:
+        if not _same_registry(request.get("where")):
+            return {"refused": "another registry of KB names (its environment)"}
+        if (why := self._stale()) is not None:
             return {"refused": why}
         out, err = io.StringIO(), io.StringIO()
         with _as_client(cwd, env):
@@ -236,6 +269,16 @@ class LocalServer:
             assert cli_factory is not None, "groove_core.cli.main sets it"
             self._clis[key] = cli_factory()
         return self._clis[key]
+
+
+def _same_registry(where: Any) -> bool:
+    """Whether the client's environment ``where`` names this server's registry folder."""
+    from groove_core.registry import config_home
+
+    if not isinstance(where, dict):
+        return False
+    theirs = {k: v for k, v in where.items() if k in MATCH_ENV and isinstance(v, str)}
+    return config_home(theirs) == config_home()
 
 
 def _invoke(cli: Any, argv: list[str]) -> int:

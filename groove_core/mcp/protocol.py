@@ -8,6 +8,9 @@
   take is refused, with why where the server knows (a plugin's option it cannot use).
 - ``resources/list`` pages through the served KBs' documents, ``resources/read`` reads
   one (:mod:`groove_core.mcp.resources`).
+- A prompt asked for by a name it does not have, without an argument it needs or with one
+  it does not take is an invalid request said in groove's words, not an internal error.
+- What a client sent is echoed back in an error only as far as :data:`ECHO_CHARS`.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ from mcp_types import (
 from pydantic import ValidationError
 
 from groove_core.mcp.resources import MIME, SCHEME, DocumentSource
+
+#: The most characters of a client's own name (an argument, a prompt) an error repeats.
+ECHO_CHARS = 100
 
 #: JSON Schema keywords whose value is one schema, a list of them, or a map of them.
 _ONE = ("items", "additionalProperties", "not")
@@ -160,6 +166,27 @@ class GrooveServer(MCPServer):
         text = await self.documents.read(str(uri))
         return [ReadResourceContents(content=text, mime_type=MIME)]
 
+    async def get_prompt(self, name: str, arguments: dict[str, Any] | None = None,
+                         context: Any = None) -> Any:  # fmt: skip
+        prompts = {p.name: p for p in await self.list_prompts()}
+        if name not in prompts:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"no prompt {_echo(name)}; the prompts: {', '.join(prompts)}",
+            )
+        takes = prompts[name].arguments or []
+        given = arguments or {}
+        names = [a.name for a in takes]
+        if unknown := [a for a in given if a not in names]:
+            raise MCPError(
+                code=INVALID_PARAMS,
+                message=f"{name} takes no argument {_echo(unknown[0])}; its arguments: "
+                + ", ".join(names),
+            )
+        if missing := [a.name for a in takes if a.required and a.name not in given]:
+            raise MCPError(code=INVALID_PARAMS, message=f"{name} needs the argument {missing[0]!r}")
+        return await super().get_prompt(name, arguments, context)
+
     async def list_tools(self) -> list[Tool]:
         # Every tool is registered before the server serves (build_mcp_server).
         if self._listed is None:
@@ -168,8 +195,9 @@ class GrooveServer(MCPServer):
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
         known = {t.name: t for t in await self.list_tools()}
-        if name in known:
-            _check_names(name, arguments, known[name], self.refused.get(name, {}))
+        if name not in known:
+            raise ToolError(f"no tool {_echo(name)}; the tools: {', '.join(known)}")
+        _check_names(name, arguments, known[name], self.refused.get(name, {}))
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as err:
@@ -199,4 +227,12 @@ def _check_names(
     first = unknown[0]
     if first in refused:
         raise ToolError(f"argument {first!r} of {name} cannot be used: {refused[first]}; omit it")
-    raise ToolError(f"{name} takes no argument {first!r}; its arguments: {', '.join(taken)}")
+    raise ToolError(f"{name} takes no argument {_echo(first)}; its arguments: {', '.join(taken)}")
+
+
+def _echo(given: str) -> str:
+    """A name a client sent, quoted, cut to :data:`ECHO_CHARS` (a megabyte of it must not
+    come back, nor fill the log)."""
+    if len(given) <= ECHO_CHARS:
+        return repr(given)
+    return f"{given[:ECHO_CHARS]!r}... ({len(given)} characters)"
