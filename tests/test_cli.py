@@ -321,3 +321,13 @@ def test_json_explain_is_one_valid_json_object(notes_kb: Path) -> None:
     first = explain["ranks"][0]
     assert first["path"] == payload["results"][0]["path"]
     assert set(first["legs"]) <= {"fts", "vector", "word"} and first["legs"]
+
+
+def test_a_slow_embedders_rate_is_not_printed_as_zero() -> None:
+    from groove_core.cli.main import _summary
+    from groove_core.indexer import IndexReport
+
+    report = IndexReport(added=1, chunks_embedded=3, seconds=10.0, embed_seconds=6.0)
+    assert "(0.3 chunks/s; the embedder alone 0.5 chunks/s)" in _summary(report)
+    fast = IndexReport(added=1, chunks_embedded=300, seconds=2.0, embed_seconds=1.0)
+    assert "(150 chunks/s; the embedder alone 300 chunks/s)" in _summary(fast)

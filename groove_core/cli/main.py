@@ -131,6 +131,11 @@ def _index_target(kb: Path | None) -> Path:
     return kb
 
 
+def _rate(per_second: float) -> str:
+    """Whole numbers, but a slow embedder's rate (under 10/s) keeps its tenths: 0.7, not 0."""
+    return f"{per_second:.0f}" if per_second >= 10 else f"{per_second:.1f}"
+
+
 def _summary(report: Any) -> str:
     files = (
         f"{report.added} added, {report.changed} changed, {report.removed} removed, "
@@ -139,8 +144,8 @@ def _summary(report: Any) -> str:
     if report.chunks_embedded:
         work = (
             f"{report.chunks_embedded} chunks embedded in {report.seconds:.1f} s "
-            f"({report.chunks_per_second:.0f} chunks/s; the embedder alone "
-            f"{report.embed_chunks_per_second:.0f} chunks/s)"
+            f"({_rate(report.chunks_per_second)} chunks/s; the embedder alone "
+            f"{_rate(report.embed_chunks_per_second)} chunks/s)"
         )
     else:
         work = f"nothing to embed ({report.seconds:.2f} s)"
