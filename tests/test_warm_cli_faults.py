@@ -70,7 +70,11 @@ def test_ctrl_c_while_a_server_is_busy_is_said_as_alone(
     busy = socket.socket(socket.AF_UNIX)
     busy.bind(str(folder / f"busy-{os.getpid()}{warm.SUFFIX}"))
     busy.listen(1)  # accepts, never answers: a server busy with a long command
-    timer = threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT))
+    # To the main thread itself: a signal sent to the process may land on any thread,
+    # and then the main thread's wait is not interrupted.
+    main = threading.main_thread().ident
+    assert main is not None
+    timer = threading.Timer(0.5, signal.pthread_kill, (main, signal.SIGINT))
     timer.start()
     try:
         code = warm.forward(["search", "anything"])
