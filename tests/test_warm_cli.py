@@ -38,15 +38,27 @@ def _logged_requests() -> int:
     return sum(p.read_text().count("command line") for p in folder.glob("background-*.log"))
 
 
-@pytest.fixture
-def kb(tmp_path: Path) -> Iterator[Path]:
-    path = make_kb(tmp_path / "notes", config=CONFIG)
+def _served(folder: Path) -> Iterator[Path]:
+    path = make_kb(folder / "notes", config=CONFIG)
     open_kb(path)
     started = groove("serve", "--background", "--kb", path, "--idle-timeout", "300")
     assert started.returncode == 0, started.stderr
     assert "for the command line (pid" in started.stdout
     yield path
     groove("serve", "--stop", "--kb", path)
+
+
+@pytest.fixture
+def kb(tmp_path: Path) -> Iterator[Path]:
+    """A KB of its own served in the background: for a test that changes or stops it."""
+    yield from _served(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def shared_kb(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One KB served in the background for the tests that only read (a server's start
+    is seconds)."""
+    yield from _served(tmp_path_factory.mktemp("warm"))
 
 
 @pytest.mark.parametrize(
@@ -62,7 +74,8 @@ def kb(tmp_path: Path) -> Iterator[Path]:
         ["status", "--json"],
     ],
 )
-def test_a_warm_answer_is_the_cold_one(kb: Path, args: list[str]) -> None:
+def test_a_warm_answer_is_the_cold_one(shared_kb: Path, args: list[str]) -> None:
+    kb = shared_kb
     where = ["--kb", str(kb)] if args[0] != "status" else [str(kb)]
     before = _logged_requests()
     hot = groove(*args, *where)
@@ -71,13 +84,14 @@ def test_a_warm_answer_is_the_cold_one(kb: Path, args: list[str]) -> None:
     assert _logged_requests() == before + 1  # the server answered the first
 
 
-def test_relative_paths_are_the_clients(kb: Path) -> None:
+def test_relative_paths_are_the_clients(shared_kb: Path) -> None:
+    kb = shared_kb
     hot = groove("search", "fused with RRF", "--kb", kb.name, cwd=kb.parent)
     cold = groove("search", "fused with RRF", "--kb", kb.name, cwd=kb.parent, cold=True)
     assert hot.stdout == cold.stdout and "guide/search.md" in hot.stdout
 
 
-def test_another_kb_is_searched_alone(kb: Path, tmp_path: Path) -> None:
+def test_another_kb_is_searched_alone(shared_kb: Path, tmp_path: Path) -> None:
     other = make_kb(tmp_path / "other", {"x.md": "# Other\n\nquokka island\n"}, config=CONFIG)
     open_kb(other)
     before = _logged_requests()
