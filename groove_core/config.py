@@ -61,7 +61,8 @@ class FusionConfig(_Strict):
     weights: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict,
         description="RRF weight per leg name (fts, word, vector, a plugin's leg); "
-        "1.0 when not listed, 0 leaves the leg out of fusion",
+        "when not listed, the weight the leg declares (word 2, the others 1); "
+        "0 leaves the leg out of fusion",
     )
     cross_script_lexical: float = Field(
         0.0,

@@ -95,6 +95,9 @@ class LegSpec:
     #: here: the coverage rule reads those terms, and ``groove tune`` sweeps this leg's
     #: weight (its ``word`` knob).
     reports_terms: bool = False
+    #: The leg's RRF weight when ``[search.fusion.weights]`` does not name it: a leg that
+    #: is the main ranking of its kind may count for more than one that echoes it.
+    weight: float = 1.0
     plugin: str = ""  # set by the core: the plugin that declared it
 
 

@@ -64,13 +64,15 @@ class LegResult:
     terms: the lexical leg reporting them is the one the query-dependent fusion rules
     read, and without one that ran they are off), and ``weight`` / ``weight_reasons``,
     which the core adds before fusion (``groove_core.weighting``). Other keys are the
-    leg's own. ``name`` and ``kind`` are set by the core from the leg's spec.
+    leg's own. ``name``, ``kind`` and ``default_weight`` are set by the core from the leg's spec.
     """
 
     name: str
     hits: tuple[LegHit, ...]
     meta: dict[str, Any] = field(default_factory=dict)
     kind: LegKind = "other"
+    #: The spec's default weight (``LegSpec.weight``), set by the core.
+    default_weight: float = 1.0
 
 
 @dataclass(frozen=True)

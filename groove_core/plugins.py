@@ -208,6 +208,10 @@ class Plugins:
             self._loaders = build_loaders(self.loader_specs(), self.settings)
         return self._loaders
 
+    def leg_weight(self, name: str | None) -> float:
+        """The weight leg ``name``'s spec declares (1.0 for no such leg)."""
+        return next((s.weight for s in self.leg_specs() if s.name == name), 1.0)
+
     def terms_leg(self) -> str | None:
         """The name of the first lexical leg that reports the query's terms, if any."""
         return next(
@@ -225,7 +229,9 @@ class Plugins:
                 continue
             result = spec.search(ctx)
             if result is not None:
-                found.append(replace(result, name=spec.name, kind=spec.kind))
+                found.append(
+                    replace(result, name=spec.name, kind=spec.kind, default_weight=spec.weight)
+                )
         return found
 
     def pool_size(self, ctx: QueryContext) -> int:

@@ -1,10 +1,10 @@
 """Per-leg RRF weights, and the query-dependent rules that adjust them.
 
 RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion.weights]``
-(1.0 for a leg not listed), and two rules change them per query. The rules know a leg by
-the kind its spec declares (``lexical``, ``vector``, ``other``; see
-``groove_core.context.LegSpec``), never by its name, so a plugin's leg is weighed like a
-built-in one of its kind:
+(for a leg not listed, the weight its spec declares: 2 for the built-in word leg, else 1),
+and two rules change them per query. The rules know a leg by the kind its spec declares
+(``lexical``, ``vector``, ``other``; see ``groove_core.context.LegSpec``), never by its
+name, so a plugin's leg is weighed like a built-in one of its kind:
 
 * **cross-script**: when the query's script (Japanese or not) differs from the script of
   what the lexical legs matched (their top hits), every lexical leg is multiplied by
@@ -187,13 +187,17 @@ def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
 
 
 def leg_weights(
-    found: Features, kinds: Mapping[str, LegKind], fusion: FusionConfig
+    found: Features,
+    kinds: Mapping[str, LegKind],
+    fusion: FusionConfig,
+    defaults: Mapping[str, float] | None = None,
 ) -> dict[str, tuple[float, tuple[str, ...]]]:
     """leg name -> (weight, the reasons it differs from the configured weight), for the
-    legs ``kinds`` names (leg name -> its kind)."""
+    legs ``kinds`` names (leg name -> its kind); a leg the configuration does not weigh has
+    its spec's weight (``defaults``, else 1.0)."""
     out: dict[str, tuple[float, tuple[str, ...]]] = {}
     for name, kind in kinds.items():
-        weight = fusion.weights.get(name, 1.0)
+        weight = fusion.weights.get(name, (defaults or {}).get(name, 1.0))
         why: list[str] = []
         if found.terms_leg is not None:
             factor = fusion.cross_script_lexical
@@ -229,6 +233,11 @@ def leg_kinds(legs: Sequence[LegResult]) -> dict[str, LegKind]:
     return {leg.name: leg.kind for leg in legs}
 
 
+def leg_defaults(legs: Sequence[LegResult]) -> dict[str, float]:
+    """Each leg's name -> its spec's weight, used where the configuration names no weight."""
+    return {leg.name: leg.default_weight for leg in legs}
+
+
 def apply(
     legs: Sequence[LegResult], weights: dict[str, tuple[float, tuple[str, ...]]]
 ) -> list[LegResult]:
@@ -244,5 +253,5 @@ def apply(
 def weigh(ctx: QueryContext, legs: Sequence[LegResult]) -> list[LegResult]:
     """Weights for this query's legs, from the configuration and the rules."""
     found = features(ctx, legs)
-    weights = leg_weights(found, leg_kinds(legs), ctx.config.search.fusion)
+    weights = leg_weights(found, leg_kinds(legs), ctx.config.search.fusion, leg_defaults(legs))
     return apply(legs, weights)

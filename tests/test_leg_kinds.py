@@ -62,7 +62,7 @@ def test_a_plugin_leg_gets_its_configured_weight_and_the_lexical_rules(tmp_path:
     _, legs, _ = app.search_explained("docker")
     by_name = {leg.name: leg for leg in legs}
     assert by_name["titles"].hits and by_name["fts"].hits
-    assert [by_name[n].meta["weight"] for n in ("titles", "fts", "word")] == [0.5, 1.0, 1.0]
+    assert [by_name[n].meta["weight"] for n in ("titles", "fts", "word")] == [0.5, 1.0, 2.0]
     app.close()
     # ... and with exact matches left out too, the cross-script rule leaves out every lexical
     # leg, the plugin's as the built-in ones, for the same stated reason.
@@ -152,6 +152,33 @@ def test_a_plugin_vector_leg_distance_decides_low_confidence(
     app = open_kb(kb, extra_plugins=[("near", NearLeg(distance))], index=False)
     response = app.search("gardening")
     assert response.results and response.low_confidence is expected
+    app.close()
+
+
+class WeightedNearLeg(NearLeg):
+    """A third party's vector leg that declares its own default weight."""
+
+    @hookimpl
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("near", "vector", self.search, weight=3.0)]
+
+
+def test_a_plugin_leg_declares_its_default_weight_and_the_configuration_wins(
+    tmp_path: Path,
+) -> None:
+    no_rules = FAST_CONFIG + "[search.fusion]\ncoverage_vector = 1.0\n"
+    kb = _kb(tmp_path / "kb", no_rules)
+    app = open_kb(kb, extra_plugins=[("near", WeightedNearLeg(0.5))], index=False)
+    _, legs, _ = app.search_explained("gardening")
+    weights = {leg.name: leg.meta["weight"] for leg in legs}
+    assert weights["near"] == 3.0 and weights["word"] == 2.0 and weights["fts"] == 1.0
+    assert app.plugins.leg_weight("near") == 3.0 and app.plugins.leg_weight("nothing") == 1.0
+    app.close()
+    (kb / "groove.toml").write_text(no_rules + "[search.fusion.weights]\nnear = 0.5\nword = 1\n")
+    app = open_kb(kb, extra_plugins=[("near", WeightedNearLeg(0.5))], index=False)
+    _, legs, _ = app.search_explained("gardening")
+    weights = {leg.name: leg.meta["weight"] for leg in legs}
+    assert weights["near"] == 0.5 and weights["word"] == 1.0
     app.close()
 
 

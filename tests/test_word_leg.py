@@ -285,7 +285,7 @@ def test_an_exact_match_in_another_script_keeps_its_lexical_legs(tmp_path: Path)
     )
     assert result.exit_code == 0, result.output
     assert "vs matches" not in result.output
-    assert "leg word (lexical): 1 candidates  weight 1" in result.output
+    assert "leg word (lexical): 1 candidates  weight 2" in result.output
     app.close()
     # the same features, through the rule alone: a partial cover stays cross-script
     fusion = parse_config({}).search.fusion
@@ -324,7 +324,7 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     open_kb(kb, entry_points=False).close()
     result = CliRunner().invoke(build_cli(None), ["search", "--kb", str(kb), "状態", "--explain"])
     assert result.exit_code == 0, result.output
-    assert "leg word (lexical): 1 candidates  weight 1" in result.output
+    assert "leg word (lexical): 1 candidates  weight 2" in result.output
     assert 'expr: "状態"' in result.output
     result = CliRunner().invoke(
         build_cli(None), ["search", "--kb", str(kb), "computed values template", "--explain"]

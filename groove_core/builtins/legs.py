@@ -130,7 +130,9 @@ class WordLeg:
 
     @hookimpl
     def groove_legs(self) -> list[LegSpec]:
-        return [LegSpec("word", "lexical", self.search, reports_terms=True)]
+        # Weight 2: the main lexical ranking (bm25 over Japanese character pairs and stemmed
+        # English words); the trigram leg mostly echoes it (docs/eval.md, issue #27).
+        return [LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0)]
 
     def search(self, ctx: QueryContext) -> LegResult:
         terms, truncated = words.query_terms(ctx.query.positive_parts)

@@ -391,7 +391,7 @@ def tune_cmd(shared: _Shared, metric: str, holdout: float, write: bool) -> None:
     session = shared.session()
     searcher = session.searcher()
     terms_leg = searcher.plugins.terms_leg()
-    current = current_point(session.config, terms_leg)
+    current = current_point(session.config, terms_leg, searcher.plugins.leg_weight(terms_leg))
     weights = {p.weights for p in grid(current)}
     with _Progress(len(session.queries) * (1 + len(weights)), "tune") as progress:
         result = run_grid(searcher, session.queries, limit=shared.limit, progress=progress)

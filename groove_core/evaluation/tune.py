@@ -46,7 +46,14 @@ from groove_core.evaluation.runner import (
     score,
     with_changes,
 )
-from groove_core.weighting import Features, apply, features, leg_kinds, leg_weights
+from groove_core.weighting import (
+    Features,
+    apply,
+    features,
+    leg_defaults,
+    leg_kinds,
+    leg_weights,
+)
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
@@ -109,16 +116,17 @@ def _num(value: float) -> str:
     return f"{value:g}"
 
 
-def current_point(config: GrooveConfig, terms_leg: str | None) -> Point:
+def current_point(config: GrooveConfig, terms_leg: str | None, terms_default: float = 1.0) -> Point:
     """The configured point; ``terms_leg`` names the leg whose weight is the ``word`` knob
-    (``Plugins.terms_leg()``; None: no such leg, the knob stays 1.0)."""
+    (``Plugins.terms_leg()``; None: no such leg, the knob stays 1.0), ``terms_default`` its
+    weight when the configuration does not set it (its spec's)."""
     f = config.search.fusion
     return Point(
         f.rrf_k,
         f.heading,
         f.context,
         f.content,
-        f.weights.get(terms_leg, 1.0) if terms_leg is not None else 1.0,
+        f.weights.get(terms_leg, terms_default) if terms_leg is not None else 1.0,
         f.cross_script_lexical,
         f.coverage_vector,
     )
@@ -212,7 +220,7 @@ def run_grid(
     config = searcher.config
     prepared = _prepare(searcher, queries, limit, progress)
     terms_leg = searcher.plugins.terms_leg()
-    points = grid(current_point(config, terms_leg))
+    points = grid(current_point(config, terms_leg, searcher.plugins.leg_weight(terms_leg)))
     lexical = {s.name for s in searcher.plugins.leg_specs() if s.kind == "lexical"}
     by_weights: dict[tuple[float, float, float], list[Point]] = {}
     for point in points:
@@ -251,7 +259,7 @@ def _weighted(
             "coverage_vector": point.coverage_vector,
         }
     )
-    return apply(legs, leg_weights(found, leg_kinds(legs), fusion))
+    return apply(legs, leg_weights(found, leg_kinds(legs), fusion, leg_defaults(legs)))
 
 
 def _legs_for(
