@@ -385,10 +385,11 @@ def _leg_explain(leg: Any) -> dict[str, Any]:
     its own expression, where the leg reports them: the same for every leg, a plugin's
     included."""
     out: dict[str, Any] = {"name": leg.name, "kind": leg.kind, "candidates": len(leg.hits)}
-    for key in ("weight", "weight_reasons", "skipped", "expr", "common_dropped"):
+    for key in ("weight", "weight_reasons", "skipped", "expr", "common_dropped", "added_terms"):
         if key in leg.meta:
             value = leg.meta[key]
-            out[key] = list(value) if key in ("weight_reasons", "common_dropped") else value
+            listed = key in ("weight_reasons", "common_dropped", "added_terms")
+            out[key] = list(value) if listed else value
     return out
 
 
@@ -417,6 +418,8 @@ def _print_explain(explain: dict[str, Any]) -> None:
         lines.append(head + _leg_details(leg))
         if "expr" in leg:
             lines.append(f"  expr: {leg['expr']}")
+        if leg.get("added_terms"):
+            lines.append(f"  added terms: {', '.join(leg['added_terms'])}")
     for hit in explain["ranks"]:
         parts = [f"{name} #{leg['rank']} ({leg['score']:.4f})" for name, leg in hit["legs"].items()]
         lines.append(
