@@ -33,6 +33,7 @@ PROJECTS = {
     "groove_core": ROOT,
     "groove_mmr": ROOT / "plugins" / "groove_mmr",
     "groove_parent": ROOT / "plugins" / "groove_parent",
+    "groove_expansion": ROOT / "plugins" / "groove_expansion",
     "groove_reranker_bge": ROOT / "plugins" / "groove_reranker_bge",
     "groove_http_models": ROOT / "plugins" / "groove_http_models",
     "groove_postgres": ROOT / "plugins" / "groove_postgres",
@@ -123,7 +124,8 @@ def test_installed_wheels_index_search_and_list_plugins(venv: Path, tmp_path: Pa
 
     listed = json.loads(run([groove, "plugins", "list", "--kb", kb, "--json"], cwd=tmp_path))
     status = {p["distribution"]: p["status"] for p in listed["plugins"]}
-    for distribution in ("groove-mmr", "groove-parent", "groove-reranker-bge", "groove-title-leg"):
+    stages = ("groove-mmr", "groove-parent", "groove-expansion", "groove-reranker-bge")
+    for distribution in (*stages, "groove-title-leg"):
         assert status.get(distribution) == "enabled", listed
     for distribution in ("groove-http-models", "groove-postgres", "groove-documents"):
         assert status.get(distribution) == "enabled", listed

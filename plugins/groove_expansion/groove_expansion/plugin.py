@@ -47,9 +47,17 @@ class PRFSettings(BaseModel):
         "top passages (needs groove-expansion)",
     )
     passages: int = Field(
-        10, ge=1, le=MAX_PASSAGES, description="top word-leg passages read for expansion terms"
+        10,
+        ge=1,
+        le=MAX_PASSAGES,
+        description=f"top word-leg passages read for expansion terms (1-{MAX_PASSAGES})",
     )
-    terms: int = Field(10, ge=1, le=MAX_TERMS, description="expansion terms added, at most")
+    terms: int = Field(
+        10,
+        ge=1,
+        le=MAX_TERMS,
+        description=f"expansion terms added at most, never more than the query has (1-{MAX_TERMS})",
+    )
 
 
 @hookimpl
