@@ -1,0 +1,101 @@
+"""Query expansion (the groove-expansion plugin's ``prf`` leg) on the evaluation
+collections, each setting paired against the default configuration.
+
+Usage (from the repository root, with groove-expansion installed, after the collections
+were copied and indexed into ``--work`` as ``bench/eval_collections.py`` does)::
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/prf_variants.py \
+        --work DIR [--variants default,prf,...] [--golden cranfield-en/golden.jsonl]
+
+Each golden file is opened once (one store, one cached query embedder) and every variant
+runs at stage 1, limit 10, as ``groove eval`` measures; each row gives nDCG@10 and hit@10
+and the paired difference from the first variant (``groove eval``'s own test: bootstrap
+interval of the mean difference, sign-flip p; "sig" when p < 0.05 and the interval
+excludes 0). The figures in docs/eval.md ("Query expansion") come from this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from paired import GOLDEN_SETS, versus
+
+from groove_core.evaluation.metrics import bootstrap
+from groove_core.evaluation.runner import with_changes
+from groove_core.evaluation.session import EvalSession
+
+ON = {"search.prf.enabled": True}
+
+#: name -> config changes (dotted keys), relative to the default configuration.
+VARIANTS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "prf": ON,  # the plugin's defaults: 10 passages, 10 terms, weight 1
+    "k5": {**ON, "search.prf.passages": 5},
+    "k20": {**ON, "search.prf.passages": 20},
+    "m5": {**ON, "search.prf.terms": 5},
+    "m20": {**ON, "search.prf.terms": 20},
+    "w0.5": {**ON, "search.fusion.weights.prf": 0.5},
+    "w2": {**ON, "search.fusion.weights.prf": 2.0},
+    # The word leg re-run with the expanded query instead of fused beside it.
+    "replace": {**ON, "search.fusion.weights.word": 0.0},
+}
+
+#: The dev collections of issue #27 (the ranking benchmarks' sets and the vault's two).
+GOLDEN = (
+    *GOLDEN_SETS,
+    "dendron-vault-en/golden.jsonl",
+    "dendron-vault-en/golden-keywords.jsonl",
+)
+
+
+def run(work: Path, golden: str, names: list[str]) -> list[str]:
+    collection, name = golden.split("/")
+    kb = work / collection
+    session = EvalSession.open(kb, None, kb / name)
+    rows: list[str] = []
+    base: dict[str, list[float]] | None = None
+    for variant in names:
+        config = with_changes(session.config, VARIANTS[variant])
+        started = time.perf_counter()
+        outcomes = session.run(config, stage="candidates", limit=10)
+        took = time.perf_counter() - started
+        values = {m: outcomes.values(m) for m in ("ndcg@10", "hit@10")}
+        ndcg, hit = bootstrap(values["ndcg@10"]), bootstrap(values["hit@10"])
+        cells = [
+            golden,
+            str(len(values["ndcg@10"])),
+            variant,
+            f"{ndcg.mean:.3f} ({ndcg.low:.3f}–{ndcg.high:.3f})",
+            f"{hit.mean:.3f}",
+            versus(values["ndcg@10"], None if base is None else base["ndcg@10"]),
+        ]
+        if base is None:
+            base = values
+        cells.append(f"{took:.1f}s")
+        rows.append("| " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    session.app.close()
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--variants", default="default,prf")
+    parser.add_argument("--golden", action="append", default=None)
+    args = parser.parse_args()
+    names = args.variants.split(",")
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
+    print("| golden | n | variant | nDCG@10 (95% CI) | hit@10 | Δ nDCG vs first | time |")
+    print("|---|---|---|---|---|---|---|")
+    for golden in args.golden or GOLDEN:
+        run(args.work, golden, names)
+
+
+if __name__ == "__main__":
+    main()
