@@ -101,6 +101,9 @@ def test_eval_ablate_puts_a_plugin_leg_in_the_row_of_its_kind(tmp_path: Path) ->
     assert "vector" in vector_only
     assert not {"titles", "fts", "word"} & set(re.findall(r"\w+", vector_only))
     assert "titles" in enabled["hybrid (stage 1)"]
+    # The history names every leg's weight as fused, a spec's declared one included.
+    weights = runs["hybrid (stage 1)"]["fingerprint"]["fusion.leg_weights"]
+    assert weights["word"] == 2.0 and weights["fts"] == 1.0 and weights["titles"] == 1.0
 
 
 def test_tune_reruns_a_plugin_lexical_leg_with_the_built_in_ones(tmp_path: Path) -> None:

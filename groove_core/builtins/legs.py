@@ -130,7 +130,7 @@ class WordLeg:
 
     @hookimpl
     def groove_legs(self) -> list[LegSpec]:
-        # Weight 2: the main lexical ranking (bm25 over Japanese character pairs and stemmed
+        # Weight 2: the main lexical ranking (bm25 over kanji/katakana pairs and stemmed
         # English words); the trigram leg mostly echoes it (docs/eval.md, issue #27).
         return [LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0)]
 

@@ -71,7 +71,10 @@ def fingerprint(
         "fusion.rrf_k": fusion.rrf_k,
         "fusion.weights": [fusion.heading, fusion.context, fusion.content],
         "fusion.candidates": fusion.candidates,
-        "fusion.leg_weights": dict(sorted(fusion.weights.items())),
+        # Every leg's weight as fused: the configured one, else the one its spec declares.
+        "fusion.leg_weights": dict(
+            sorted({**{s.name: s.weight for s in plugins.leg_specs()}, **fusion.weights}.items())
+        ),
         "fusion.cross_script_lexical": fusion.cross_script_lexical,
         "fusion.coverage_threshold": fusion.coverage_threshold,
         "fusion.coverage_vector": fusion.coverage_vector,
