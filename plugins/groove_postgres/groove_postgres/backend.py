@@ -270,6 +270,8 @@ class PostgresBackend:
         for kb_id in ids:
             with self._write("removing the unfinished index of") as conn:
                 conn.execute(f"DROP INDEX IF EXISTS {s}.vectors_hnsw_{kb_id}")
+                # The word postings have no foreign key (groove_postgres.store._word_tf_sql).
+                conn.execute(f"DELETE FROM {s}.word_tf WHERE kb = %s", (kb_id,))
                 conn.execute(f"DELETE FROM {s}.kbs WHERE id = %s", (kb_id,))
 
     def _copy(self, live: int, staging: int) -> None:
@@ -318,6 +320,15 @@ class PostgresBackend:
                     f"SELECT %s, {column}, df FROM {s}.{table} WHERE kb = %s",
                     (staging, live),
                 )
+            # The word postings, under the copies' ids (a chunk is its document's ordinal).
+            conn.execute(
+                f"INSERT INTO {s}.word_tf(kb, term, chunk_id, h, x, c, len) "
+                f"SELECT %s, w.term, n.id, w.h, w.x, w.c, w.len FROM {s}.word_tf w "
+                f"JOIN {s}.chunks o ON o.id = w.chunk_id JOIN doc_map m ON m.old = o.doc_id "
+                f"JOIN {s}.chunks n ON n.doc_id = m.new AND n.ordinal = o.ordinal "
+                "WHERE w.kb = %s",
+                (staging, live),
+            )
             conn.execute(
                 # The copied word columns were written under the live KB's word rules,
                 # so its record replaces the one the new staging row was created with.
@@ -494,6 +505,19 @@ def _check(store: PostgresStore) -> _Found:
                     f"the bm25 statistics disagree with the rows: {kept} {label} recorded, "
                     f"{counted} in the chunks"
                 )
+        wrong = conn.execute(
+            f"""WITH r AS ({store.counted_postings()}),
+                     k AS (SELECT term, chunk_id, h, x, c, len FROM {s}.word_tf WHERE kb = %s)
+                SELECT count(DISTINCT coalesce(r.chunk_id, k.chunk_id))
+                FROM r FULL JOIN k USING (term, chunk_id)
+                WHERE (r.h, r.x, r.c, r.len) IS DISTINCT FROM (k.h, k.x, k.c, k.len)""",
+            (kb, kb),
+        ).fetchone()
+        if wrong and int(wrong[0]):
+            found.stats.append(
+                "the word leg's term frequencies (postings) disagree with the rows for "
+                f"{int(wrong[0])} chunks"
+            )
         if store.get_meta(STATS_PENDING_KEY) is not None:
             # Not compared: the next run (or --repair) recounts them; the KB is marked
             # incomplete meanwhile.
@@ -545,6 +569,7 @@ def _repair(store: PostgresStore, found: _Found) -> list[str]:
             (kb, kb),
         )
         store.recount_frequencies(conn)
+        store.fill_word_postings(conn)
     return sorted(str(path) for _, path in rows)
 
 

@@ -277,6 +277,9 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
         conn.execute("UPDATE groove.kbs SET nrow = nrow + 3 WHERE id = %s", (store.kb_id,))
         conn.execute("DELETE FROM groove.word_df WHERE kb = %s AND term = 'rust'", (store.kb_id,))
         conn.execute(
+            "UPDATE groove.word_tf SET c = c + 1 WHERE kb = %s AND term = 'rust'", (store.kb_id,)
+        )
+        conn.execute(
             "UPDATE groove.trigram_df SET df = df + 1 WHERE kb = %s AND tri = 'rus'",
             (store.kb_id,),
         )
@@ -287,6 +290,7 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
     assert "3 rows recorded" not in text and "rows recorded" in text
     assert "word leg's document frequencies disagree" in text
     assert "lexical leg's document frequencies disagree" in text
+    assert "term frequencies (postings) disagree" in text
     repaired = app.doctor(repair=True)
     assert repaired.repaired and repaired.reindexed == ["notes/rust.md"]
     assert Groove.open(kb).doctor().healthy

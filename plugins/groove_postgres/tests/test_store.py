@@ -23,6 +23,7 @@ from groove_postgres.store import (
     WORD_RULES_KEY,
     PostgresStore,
     PostgresStoreError,
+    word_rules,
 )
 from groove_postgres.testing import EmbeddedPostgres
 
@@ -585,6 +586,87 @@ def test_concurrent_write_transactions_of_one_kb_keep_the_statistics(postgres_ds
             s.close()
 
 
+WORD_TERMS = (["search"], ["状態", "管理"], ["match", "find"], ["banana"], ["状態 態管"])
+
+
+def test_one_token_word_terms_are_scored_from_postings_not_the_text(postgres_dsn: str) -> None:
+    """The word leg reads a one-token term's counts from the postings kept at write time:
+    with the chunks' word columns and token arrays emptied, the scores are unchanged. A
+    phrase of tokens (a quoted part) is still checked in the text: it no longer matches."""
+    weights = (2.0, 1.0, 1.0)
+    with bound_stores(postgres_dsn, "kb") as (store,):
+        store.write_documents(CORPUS, vectors_for(CORPUS))
+        before = {t: store.word_search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
+        assert all(before.values())
+        with store.transaction() as conn:
+            conn.execute(
+                "UPDATE groove.chunks SET heading_w = '', context_w = '', content_w = '', "
+                "wterms = '{}' WHERE kb = %s",
+                (store.kb_id,),
+            )
+        for terms, ranked in before.items():
+            if any(" " in t for t in terms):
+                assert store.word_search(list(terms), weights, 50) == [], terms
+            else:
+                assert store.word_search(list(terms), weights, 50) == ranked, terms
+
+
+def _postings(store: PostgresStore) -> list[tuple[Any, ...]]:
+    with store._conn() as conn:
+        return conn.execute(
+            "SELECT term, chunk_id, h, x, c, len FROM groove.word_tf WHERE kb = %s "
+            "ORDER BY term, chunk_id",
+            (store.kb_id,),
+        ).fetchall()
+
+
+def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str) -> None:
+    """A database of a groove-postgres before the postings (no ``word_tf``, the bare word
+    rules recorded), or a KB such a version wrote again after this one filled them: open
+    fills them from the stored word columns, the vectors kept (no re-embedding), and the
+    word leg ranks as a KB written with them."""
+    weights = (2.0, 1.0, 1.0)
+    with bound_stores(postgres_dsn, "fresh", "old") as (fresh, old):
+        for store in (fresh, old):
+            store.write_documents(CORPUS, vectors_for(CORPUS))
+        written = _postings(old)
+        assert written and all(h + x + c > 0 for _, _, h, x, c, _ in written)
+        ids = sorted(old.chunk_ids_for_docs(s.id for s in old.doc_states().values()))
+        vectors = old.embeddings(ids)
+        want = {t: fresh.word_search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
+        fresh_rows = fresh.chunk_rows(
+            sorted(fresh.chunk_ids_for_docs(s.id for s in fresh.doc_states().values()))
+        )
+        want_keys = {t: [key_of(fresh_rows, i) for i, _ in r] for t, r in want.items()}
+        rows = old.chunk_rows(ids)
+        with old.transaction() as conn:
+            conn.execute("DROP TABLE groove.word_tf")
+            conn.execute(
+                "UPDATE groove.meta SET value = %s WHERE key = %s",
+                (words.SEGMENTATION, WORD_RULES_KEY),
+            )
+    for damage in ("no table", "stale rows"):
+        old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
+        try:
+            assert old.get_meta(WORD_RULES_KEY) == word_rules()
+            assert _postings(old) == written, damage
+            assert old.embeddings(ids).keys() == vectors.keys()
+            for cid, vector in old.embeddings(ids).items():
+                assert np.array_equal(vector, vectors[cid])
+            for terms, ranked in want.items():
+                got = old.word_search(list(terms), weights, 50)
+                assert [key_of(rows, i) for i, _ in got] == want_keys[terms], terms
+                assert [s for _, s in got] == [s for _, s in ranked], terms
+            with old.transaction() as conn:  # an older version rewrote the KB since
+                conn.execute("DELETE FROM groove.word_tf WHERE kb = %s", (old.kb_id,))
+                conn.execute(
+                    "UPDATE groove.meta SET value = %s WHERE kb = %s AND key = %s",
+                    (words.SEGMENTATION, old.kb_id, WORD_RULES_KEY),
+                )
+        finally:
+            old.close()
+
+
 def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: str) -> None:
     """A KB written by a groove before the English stemmer: its word columns, token counts
     and word frequencies are rewritten on open, the vectors kept (no re-embedding)."""
@@ -614,6 +696,7 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
                         cid,
                     ),
                 )
+            old.fill_word_postings(conn)  # the postings of those columns
             conn.execute(
                 "UPDATE groove.meta SET value = '1' WHERE kb = %s AND key = %s",
                 (old.kb_id, WORD_RULES_KEY),
@@ -621,7 +704,7 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
         assert old.word_search(["match"], (2.0, 1.0, 1.0), 10) == []
         old.close()
         old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
-        assert old.get_meta(WORD_RULES_KEY) == words.SEGMENTATION
+        assert old.get_meta(WORD_RULES_KEY) == word_rules()
         assert old.lexical_stats() == fresh.lexical_stats()
         assert old.embeddings(ids).keys() == vectors.keys()
         for cid, vector in old.embeddings(ids).items():
