@@ -338,7 +338,8 @@ def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
     kb, app = _indexed_notes(tmp_path, postgres_dsn)
     expected = _content(app)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok TO wtok_lost")
+        # A column every search reads (the word leg's postings: a chunk's length).
+        conn.execute("ALTER TABLE groove.word_tf RENAME COLUMN len TO len_lost")
     try:
         result = Groove.open(kb).search("rust")
     except Exception as err:
@@ -346,7 +347,7 @@ def test_a_damaged_index_is_rebuilt(tmp_path: Path, postgres_dsn: str) -> None:
     else:
         raise AssertionError(f"searched a damaged index: {result}")
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
-        conn.execute("ALTER TABLE groove.chunks RENAME COLUMN wtok_lost TO wtok")
+        conn.execute("ALTER TABLE groove.word_tf RENAME COLUMN len_lost TO len")
     assert _content(Groove.open(kb)) == expected
 
 
