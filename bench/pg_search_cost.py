@@ -98,6 +98,35 @@ def measure(kb: Path, qs: list[str], server: Any, legs: dict[str, float]) -> dic
     }
 
 
+def refill(dsn: str) -> None:
+    """Time what opening a KB written without word postings costs (their refill from the
+    word columns, one statement), where the store has them."""
+    import psycopg
+    from groove_postgres.settings import PostgresSettings
+    from groove_postgres.store import PostgresStore
+
+    if not hasattr(PostgresStore, "fill_word_postings"):
+        return
+    with psycopg.connect(dsn) as conn:
+        row = conn.execute("SELECT name FROM groove.kbs WHERE state = 'live'").fetchone()
+    assert row is not None
+    store = PostgresStore.open(PostgresSettings(dsn=dsn), str(row[0]))
+    try:
+        started = time.perf_counter()
+        with store.transaction() as conn:
+            store.fill_word_postings(conn)
+            found = conn.execute(
+                "SELECT count(*) FROM groove.word_tf WHERE kb = %s", (store.kb_id,)
+            ).fetchone()
+        print(
+            f"word postings refilled (a KB written without them, on open): "
+            f"{found[0] if found else 0} rows in {time.perf_counter() - started:.1f} s",
+            flush=True,
+        )
+    finally:
+        store.close()
+
+
 def vacuum(dsn: str) -> None:
     import psycopg
 
@@ -137,6 +166,7 @@ def main() -> None:
             f"(PostgreSQL CPU {postgres_cpu(server) - before:.0f} s)",
             flush=True,
         )
+        refill(dsn)
         vacuum(dsn)
         for round_ in range(args.rounds):
             order = ["sqlite", "postgres"] if round_ % 2 == 0 else ["postgres", "sqlite"]

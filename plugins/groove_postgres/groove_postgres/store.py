@@ -1169,6 +1169,9 @@ class PostgresStore:
                     "FROM STDIN (FORMAT BINARY)"
                 ) as copy:
                     copy.set_types(["int4", "text", "int8", "int4", "int4", "int4", "int4"])
+                    # In key order: each posting lands next to the previous one in the
+                    # primary key's B-tree, not on a page of its own.
+                    postings.sort()
                     for posting in postings:
                         copy.write_row(posting)
                 if vectors is None:

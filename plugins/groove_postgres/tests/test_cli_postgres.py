@@ -101,6 +101,8 @@ def test_every_command_on_postgres(tmp_path: Path, postgres_dsn: str) -> None:
     assert ok(env, "index", "--reembed", *k)
     hits = json.loads(ok(env, "search", "rust ownership", "--json", *k))
     assert hits["results"][0]["path"] == "notes/rust.md"
+    # The copy a re-embed makes holds its own word postings, under the copied chunk ids.
+    assert "is healthy" in ok(env, "doctor", *k)
 
 
 def _default_sigint() -> None:
