@@ -10,8 +10,9 @@ same answers as the SQLite store (``groove_core.sqlite.store.Store``); what diff
   ``retired`` ones (replaced, being deleted): a rebuild swaps staging for live in one
   transaction (``groove_postgres.backend``).
 * The lexical leg is a pg_trgm GIN index plus bm25 statistics kept by groove
-  (``groove_postgres.lexical``); the word leg a GIN index over each chunk's tokens with
-  its own statistics (``groove_postgres.wordleg``); the vector leg is pgvector HNSW (L2,
+  (``groove_postgres.lexical``); the word leg per-chunk term frequencies (``word_tf``
+  postings) and a GIN index over each chunk's tokens, with its own statistics
+  (``groove_postgres.wordleg``); the vector leg is pgvector HNSW (L2,
   as sqlite-vec), one partial index per KB because each KB has its own embedder dimension.
 * Writes take a transaction-scoped advisory lock keyed by the KB; an index run takes a
   session-scoped one keyed by the KB's name (:meth:`Database.run_lock`), so two runs queue.
@@ -750,8 +751,8 @@ class PostgresStore:
 
     def fill_word_postings(self, conn: psycopg.Connection[Any]) -> None:
         """Replace the KB's word postings by counts of its chunks' word columns, in one
-        statement (~1 s per 10k chunks): the migration of a KB written without them, and
-        doctor's repair."""
+        statement (13 s for 11k chunks on the benchmark machine): the migration of a KB
+        written without them, and doctor's repair."""
         conn.execute(f"DELETE FROM {self._s}.word_tf WHERE kb = %s", (self.kb_id,))
         conn.execute(
             f"INSERT INTO {self._s}.word_tf(kb, term, chunk_id, h, x, c, len) "
@@ -1169,8 +1170,8 @@ class PostgresStore:
                     "FROM STDIN (FORMAT BINARY)"
                 ) as copy:
                     copy.set_types(["int4", "text", "int8", "int4", "int4", "int4", "int4"])
-                    # In key order: each posting lands next to the previous one in the
-                    # primary key's B-tree, not on a page of its own.
+                    # In key order: consecutive inserts touch neighbouring pages of the
+                    # primary key's B-tree (~20% less server time, docs/benchmarks.md).
                     postings.sort()
                     for posting in postings:
                         copy.write_row(posting)

@@ -11,7 +11,10 @@ FTS5's bm25 from the same quantities: rows matching each term (its IDF), per row
 weighted term frequency and its length in tokens (``wtok``), and the KB's total tokens,
 kept with the per-term document frequencies (``word_df``) in the documents' own
 transactions (a build that fills a KB writes the frequencies once, at its end:
-``PostgresStore.defer_statistics``).
+``PostgresStore.defer_statistics``). The same transactions keep each chunk's postings
+(``word_tf``: per distinct token its count in each column, and ``wtok``), from which a
+one-token term is scored without reading the text; only a phrase of tokens is found and
+counted in the padded columns.
 """
 
 from __future__ import annotations
