@@ -412,6 +412,13 @@ def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) ->
         kept = [CORPUS[0], changed, CORPUS[3]]
         only.write_documents(kept, vectors_for(kept))
         assert full.lexical_stats() == only.lexical_stats()
+        # The word postings follow the rows: those of deleted and rewritten chunks are gone.
+        with full._conn() as conn:
+            counted = conn.execute(
+                f"SELECT * FROM ({full.counted_postings()}) p ORDER BY term, chunk_id",
+                (full.kb_id,),
+            ).fetchall()
+        assert counted and _postings(full) == counted
         stats = full.lexical_stats()
         assert stats["nrow"] == full.counts()["chunks"] == 6
         assert "ウォッ" not in stats["df"]
@@ -419,6 +426,7 @@ def test_delete_and_rewrite_keep_the_bm25_statistics_right(postgres_dsn: str) ->
         full.delete_documents([d.path for d in kept])
         assert full.lexical_stats() == {"nrow": 0, "ntok": 0, "wtok": 0, "df": {}, "wdf": {}}
         assert full.counts() == {"documents": 0, "chunks": 0}
+        assert _postings(full) == []
         with full._conn() as conn:
             left = conn.execute(
                 "SELECT (SELECT count(*) FROM groove.vectors WHERE kb = %s), "
