@@ -67,11 +67,12 @@ def _workload_cpu(threads: int) -> float:
 @pytest.mark.slow
 def test_the_default_thread_count_costs_no_more_cpu_than_two_threads() -> None:
     """Whole-process CPU time, BLAS worker threads included, interleaved, median of the
-    rounds' ratios. Measured 0.06-0.22x, on a quiet machine and beside two CPU burners
-    alike: after each call the second BLAS thread spins, waiting for the next one
-    (docs/benchmarks.md, "Embedder threads")."""
+    rounds' ratios. Measured 0.06-0.22x when the numbers behind the default were taken
+    (docs/benchmarks.md, "Embedder threads": after each call the second BLAS thread spins,
+    waiting for the next one), and 0.5-0.8x in later runs, quiet and in CI alike: how long
+    the second thread spins varies. Two threads as the default would read about 1.0."""
     ratios = []
     for _ in range(5):
         ratios.append(_workload_cpu(1) / _workload_cpu(2))
     ratio = statistics.median(ratios)
-    assert ratio < 0.7, f"the default costs {ratio:.2f}x two threads (rounds: {ratios})"
+    assert ratio < 0.9, f"the default costs {ratio:.2f}x two threads (rounds: {ratios})"
