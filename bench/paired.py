@@ -13,7 +13,10 @@ import argparse
 import json
 import random
 import statistics
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 #: The golden sets the ranking benchmarks run by default (docs/benchmarks.md).
 GOLDEN_SETS = (
@@ -38,6 +41,65 @@ def versus(values: list[float], base: list[float] | None) -> str:
     d = cmp.delta
     verdict = "sig" if cmp.significant else "noise"
     return f"{d.mean:+.3f} ({d.low:+.3f}..{d.high:+.3f}) p={cmp.p_value:.3f} {verdict}"
+
+
+def variant_rows(
+    work: Path, golden: str, variants: Mapping[str, dict[str, Any]], names: list[str]
+) -> list[str]:
+    """One Markdown row per variant on one golden file (``collection/name.jsonl`` under
+    ``work``, indexed): nDCG@10 and hit@10, and nDCG@10 paired against the first variant.
+    The file is opened once (one store, one cached query embedder); every variant runs at
+    stage 1, limit 10, as ``groove eval`` measures."""
+    from groove_core.evaluation.metrics import bootstrap
+    from groove_core.evaluation.runner import with_changes
+    from groove_core.evaluation.session import EvalSession
+
+    collection, name = golden.split("/")
+    kb = work / collection
+    session = EvalSession.open(kb, None, kb / name)
+    rows: list[str] = []
+    base: dict[str, list[float]] | None = None
+    for variant in names:
+        config = with_changes(session.config, variants[variant])
+        started = time.perf_counter()
+        outcomes = session.run(config, stage="candidates", limit=10)
+        took = time.perf_counter() - started
+        values = {m: outcomes.values(m) for m in ("ndcg@10", "hit@10")}
+        ndcg, hit = bootstrap(values["ndcg@10"]), bootstrap(values["hit@10"])
+        cells = [
+            golden,
+            str(len(values["ndcg@10"])),
+            variant,
+            f"{ndcg.mean:.3f} ({ndcg.low:.3f}–{ndcg.high:.3f})",
+            f"{hit.mean:.3f}",
+            versus(values["ndcg@10"], None if base is None else base["ndcg@10"]),
+            f"{took:.1f}s",
+        ]
+        if base is None:
+            base = values
+        rows.append("| " + " | ".join(cells) + " |")
+        print(rows[-1], flush=True)
+    session.app.close()
+    return rows
+
+
+def variant_table(
+    parser: argparse.ArgumentParser,
+    work: Path,
+    goldens: Iterable[str],
+    variants: Mapping[str, dict[str, Any]],
+    names: str,
+) -> None:
+    """Print the table of ``names`` (comma-separated keys of ``variants``) on every golden
+    file; an unknown name is the parser's error."""
+    chosen = names.split(",")
+    unknown = [n for n in chosen if n not in variants]
+    if unknown:
+        parser.error(f"unknown variants {unknown}; known: {', '.join(variants)}")
+    print("| golden | n | variant | nDCG@10 (95% CI) | hit@10 | Δ nDCG vs first | time |")
+    print("|---|---|---|---|---|---|---|")
+    for golden in goldens:
+        variant_rows(work, golden, variants, chosen)
 
 
 def load(path: Path, metric: str) -> dict[str, float]:

@@ -17,15 +17,10 @@ excludes 0). The figures in docs/eval.md ("Query expansion") come from this scri
 from __future__ import annotations
 
 import argparse
-import time
 from pathlib import Path
 from typing import Any
 
-from paired import GOLDEN_SETS, versus
-
-from groove_core.evaluation.metrics import bootstrap
-from groove_core.evaluation.runner import with_changes
-from groove_core.evaluation.session import EvalSession
+from paired import GOLDEN_SETS, variant_table
 
 ON = {"search.prf.enabled": True}
 
@@ -51,50 +46,13 @@ GOLDEN = (
 )
 
 
-def run(work: Path, golden: str, names: list[str]) -> list[str]:
-    collection, name = golden.split("/")
-    kb = work / collection
-    session = EvalSession.open(kb, None, kb / name)
-    rows: list[str] = []
-    base: dict[str, list[float]] | None = None
-    for variant in names:
-        config = with_changes(session.config, VARIANTS[variant])
-        started = time.perf_counter()
-        outcomes = session.run(config, stage="candidates", limit=10)
-        took = time.perf_counter() - started
-        values = {m: outcomes.values(m) for m in ("ndcg@10", "hit@10")}
-        ndcg, hit = bootstrap(values["ndcg@10"]), bootstrap(values["hit@10"])
-        cells = [
-            golden,
-            str(len(values["ndcg@10"])),
-            variant,
-            f"{ndcg.mean:.3f} ({ndcg.low:.3f}–{ndcg.high:.3f})",
-            f"{hit.mean:.3f}",
-            versus(values["ndcg@10"], None if base is None else base["ndcg@10"]),
-        ]
-        if base is None:
-            base = values
-        cells.append(f"{took:.1f}s")
-        rows.append("| " + " | ".join(cells) + " |")
-        print(rows[-1], flush=True)
-    session.app.close()
-    return rows
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--variants", default="default,prf")
     parser.add_argument("--golden", action="append", default=None)
     args = parser.parse_args()
-    names = args.variants.split(",")
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        parser.error(f"unknown variants {unknown}; known: {', '.join(VARIANTS)}")
-    print("| golden | n | variant | nDCG@10 (95% CI) | hit@10 | Δ nDCG vs first | time |")
-    print("|---|---|---|---|---|---|---|")
-    for golden in args.golden or GOLDEN:
-        run(args.work, golden, names)
+    variant_table(parser, args.work, args.golden or GOLDEN, VARIANTS, args.variants)
 
 
 if __name__ == "__main__":
