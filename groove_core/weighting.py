@@ -64,9 +64,7 @@ VECTOR_AGREES = 10
 #: identifier in a runbook, not a common English word used in many Japanese pages).
 EXACT_MAX_HITS = 3
 
-_CJK = re.compile(
-    r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
-)
+_CJK = re.compile(words.JAPANESE_CHAR)
 _LETTER = re.compile(r"[^\W\d_]")
 
 

@@ -41,12 +41,40 @@ def test_match_spans_are_byte_offsets_into_the_returned_content(notes_kb: Path) 
         assert {data[s.start : s.end].decode().lower() for s in hit.match_spans} <= phrases
 
 
-def test_japanese_query_uses_the_lexical_leg(notes_kb: Path) -> None:
+def test_japanese_query_uses_the_lexical_legs(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     response, legs, _ = app.search_explained("再ランキングの評価について", limit=3)
     assert response.results[0].path == "notes/ja.md"
+    by_name = {leg.name: leg for leg in legs}
+    assert by_name["word"].hits, "the Japanese words must reach the word leg"
+    # The trigram leg leaves Japanese phrases to the word leg (issue #27) ...
+    left = ["再ランキング", "ランキング", "の評価", "について"]
+    assert by_name["fts"].meta["left_to_word"] == left
+    assert not by_name["fts"].hits
+    # ... but a quoted one is searched verbatim there.
+    response, legs, _ = app.search_explained('"再ランキング" の評価', limit=3)
     fts = next(leg for leg in legs if leg.name == "fts")
-    assert fts.hits, "the compiled phrases must reach FTS5"
+    assert fts.hits and response.results[0].path == "notes/ja.md"
+    assert fts.meta["left_to_word"] == ["の評価"]
+
+
+def test_the_trigram_leg_keeps_what_the_word_leg_cannot_look_up(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    # Hiragana only: the word leg has no term, so the trigram leg takes every phrase.
+    _, legs, _ = app.search_explained("について", limit=3)
+    by_name = {leg.name: leg for leg in legs}
+    assert by_name["word"].meta.get("skipped")
+    assert "left_to_word" not in by_name["fts"].meta and by_name["fts"].hits
+    # A Latin word inside a Japanese question stays in the trigram leg.
+    _, legs, _ = app.search_explained("Reciprocal の評価", limit=3)
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert fts.meta["left_to_word"] == ["の評価"] and fts.hits
+    # With the word leg weighted 0 (out of fusion), the trigram leg takes them back.
+    toml = notes_kb / "groove.toml"
+    toml.write_text(toml.read_text("utf-8") + "\n[search.fusion.weights]\nword = 0\n", "utf-8")
+    _, legs, _ = open_kb(notes_kb).search_explained("再ランキングの評価", limit=3)
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert "left_to_word" not in fts.meta and fts.hits
 
 
 def test_exclusions_agree_across_both_legs(notes_kb: Path) -> None:

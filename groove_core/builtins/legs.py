@@ -3,6 +3,7 @@ tokens, bm25; see groove_core.words) and vector (sqlite-vec)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,30 @@ if TYPE_CHECKING:
 #: costs a few milliseconds at most (docs/benchmarks.md), and on a small corpus a share says
 #: little (one long note can hold a "common" phrase).
 COMMON_PHRASE_MIN_ROWS = 1_000
+
+
+#: A phrase written wholly in kana and kanji: a Japanese word, or a run of them.
+_JAPANESE = re.compile(f"{words.JAPANESE_CHAR}+")
+
+
+def japanese_phrases(ctx: QueryContext) -> list[str]:
+    """The query's phrases the trigram leg leaves to the word leg: those written wholly in
+    kana and kanji, unless quoted, when the word leg searches the query.
+
+    A Japanese phrase of the query compiler glues particles to words (``の高さはどれくらい
+    ですか``), so on Japanese text the trigram leg mostly echoes the word leg's kanji and
+    katakana pairs with noise added (docs/eval.md, issue #27). It keeps what only it can
+    match: Latin words (inside longer words), quoted phrases (verbatim), other scripts, and
+    every phrase when the word leg has no term to look up (a query of hiragana only), is
+    weighted 0 or is switched off (the seed's configuration).
+    """
+    if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
+        return []
+    terms, _ = words.query_terms(ctx.query.positive_parts)
+    if not terms:
+        return []
+    quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
+    return [p for p in ctx.query.positives if p not in quoted and _JAPANESE.fullmatch(p)]
 
 
 def _trigrams(phrase: str) -> list[str]:
@@ -71,8 +96,16 @@ class FTSLeg:
     def search(self, ctx: QueryContext) -> LegResult:
         if ctx.query.fts_skipped or ctx.query.match_expr is None:
             return LegResult("fts", (), {"skipped": True})
-        phrases = list(ctx.query.positives)
         meta: dict[str, Any] = {}
+        japanese = japanese_phrases(ctx)
+        phrases = [p for p in ctx.query.positives if p not in japanese]
+        if not phrases:
+            return LegResult("fts", (), {"skipped": True, "left_to_word": japanese})
+        if japanese:
+            meta = {
+                "expr": match_expression(phrases, ctx.query.negatives),
+                "left_to_word": japanese,
+            }
         # bm25 scores every row an expression matches before its LIMIT
         # (docs/retrieval-pipeline.md, "Cost notes"), so a
         # phrase such as "している" or "the", in a third of a corpus, costs most of the
@@ -83,6 +116,7 @@ class FTSLeg:
         if common:
             phrases = [p for p in phrases if p not in common]
             meta = {
+                **meta,
                 "expr": match_expression(phrases, ctx.query.negatives),
                 "common_dropped": common,
             }

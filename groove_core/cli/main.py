@@ -385,11 +385,11 @@ def _leg_explain(leg: Any) -> dict[str, Any]:
     its own expression, where the leg reports them: the same for every leg, a plugin's
     included."""
     out: dict[str, Any] = {"name": leg.name, "kind": leg.kind, "candidates": len(leg.hits)}
-    for key in ("weight", "weight_reasons", "skipped", "expr", "common_dropped", "added_terms"):
+    listed = ("weight_reasons", "common_dropped", "left_to_word", "added_terms")
+    for key in ("weight", "skipped", "expr", *listed):
         if key in leg.meta:
             value = leg.meta[key]
-            listed = key in ("weight_reasons", "common_dropped", "added_terms")
-            out[key] = list(value) if listed else value
+            out[key] = list(value) if key in listed else value
     return out
 
 
@@ -418,6 +418,8 @@ def _print_explain(explain: dict[str, Any]) -> None:
         lines.append(head + _leg_details(leg))
         if "expr" in leg:
             lines.append(f"  expr: {leg['expr']}")
+        if leg.get("left_to_word"):
+            lines.append(f"  left to the word leg: {', '.join(leg['left_to_word'])}")
         if leg.get("added_terms"):
             lines.append(f"  added terms: {', '.join(leg['added_terms'])}")
     for hit in explain["ranks"]:
