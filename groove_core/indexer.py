@@ -417,51 +417,111 @@ def embed_pending(
     A batch is embedded in a thread while the one before it is stored here, in the
     store's thread: one embedding at a time, and the run costs little more than its
     embedding (docs/benchmarks.md, issue #17, "Second round")."""
-    passed = VectorPass()
-    total = store.pending_vectors()
-    after = 0
-    in_flight: _Batch | None = None
+    vectors = VectorPipeline(store, embedder, batch_size, stage=stage, progress=progress)
+    try:
+        return vectors.drain(stop)
+    finally:
+        vectors.close()
 
-    def store_batch(batch: _Batch, vectors: Any) -> None:
+
+class VectorPipeline:
+    """The vector pass over the chunks without a vector, in id order, one batch embedding
+    in a thread at a time (see :func:`embed_pending`).
+
+    :meth:`poll` moves it on without waiting, between the files of the lexical pass: the
+    embedding of the chunks already written runs beside the reading and writing of the
+    next files, which leave the second core idle otherwise (embedding uses one thread by
+    default), so a run costs little more than its embedding. :meth:`drain` then embeds
+    what is left, waiting. An embedding that fails during the lexical pass is raised by
+    :meth:`drain`, after every file is written: the files stay searchable by their words
+    whatever the embedder does (ADR-0015)."""
+
+    def __init__(
+        self,
+        store: IndexStore,
+        embedder: Embedder,
+        batch_size: int,
+        *,
+        stage: str = "embedding",
+        progress: ProgressFn | None = None,
+    ) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.batch_size = batch_size
+        self.stage = stage
+        self.progress = progress
+        self.passed = VectorPass()
+        self._after = 0  # the last chunk id read: chunk ids only grow within a run
+        self._in_flight: _Batch | None = None
+        self._total = 0  # for progress, set by drain
+
+    def _next_batch(self) -> _Batch | None:
+        rows = self.store.pending_chunks(self._after, self.batch_size)
+        if not rows:
+            return None
+        self._after = rows[-1][0]
+        # Where each chunk is, for messages (read here: the store is this thread's).
+        found = self.store.chunk_rows([r[0] for r in rows])
+        return _Batch(rows, {i: (c.path, c.ordinal + 1) for i, c in found.items()})
+
+    def _store(self, batch: _Batch, vectors: Any) -> None:
+        passed = self.passed
         passed.seconds += batch.seconds
         # Read in the embedding thread: an embedder may embed a probe to learn its
         # dimension, and the next batch is embedding now.
-        store.bind_embedder(batch.identity, batch.dim)
-        passed.embedded += store.fill_vectors(batch.rows, vectors)
+        self.store.bind_embedder(batch.identity, batch.dim)
+        passed.embedded += self.store.fill_vectors(batch.rows, vectors)
         for row in batch.zeros:
             path, number = batch.chunk(row)
             passed.warnings.append((path, f"{ZERO_VECTOR} for chunk {number}"))
-        if progress is not None:
+        if self.progress is not None and self._total:
             done = passed.embedded
-            progress(IndexProgress(stage, "", 0, 0, done, done, max(total, done)))
+            self.progress(
+                IndexProgress(self.stage, "", 0, 0, done, done, max(self._total, done))
+            )
 
-    try:
+    def poll(self) -> None:
+        """Store the batch in flight if its embedding has ended, and start the next one;
+        never waits. A failed batch stays in flight for :meth:`drain` to raise."""
+        batch = self._in_flight
+        if batch is not None:
+            if not batch.done() or batch.failed():
+                return
+            self._in_flight = None
+            self._store(batch, batch.wait())
+        following = self._next_batch()
+        if following is not None:
+            following.embed(self.embedder, self.batch_size)
+            self._in_flight = following
+
+    def drain(self, stop: Callable[[], bool] | None = None) -> VectorPass:
+        """Embed and store every chunk still without a vector (until ``stop``)."""
+        self._total = self.passed.embedded + self.store.pending_vectors()
         while stop is None or not stop():
-            rows = store.pending_chunks(after, batch_size)
-            if not rows:
+            batch = self._next_batch()
+            if batch is None:
                 break
-            after = rows[-1][0]
-            # Where each chunk is, for messages (read here: the store is this thread's).
-            found = store.chunk_rows([r[0] for r in rows])
-            batch = _Batch(rows, {i: (c.path, c.ordinal + 1) for i, c in found.items()})
             # The batch stays in flight until its embedding has ended: interrupted while
-            # waiting, the finally below still waits for it (never two embeddings at once).
-            previous = in_flight
+            # waiting, close() still waits for it (never two embeddings at once).
+            previous = self._in_flight
             vectors = previous.wait() if previous is not None else None
-            batch.embed(embedder, batch_size)
-            in_flight = batch
+            batch.embed(self.embedder, self.batch_size)
+            self._in_flight = batch
             if previous is not None:
-                store_batch(previous, vectors)
-        if in_flight is not None:
-            vectors = in_flight.wait()
-            batch, in_flight = in_flight, None
-            store_batch(batch, vectors)
-    finally:
-        # A pass that fails leaves no embedding behind it (the embedder is not shared
-        # between threads); what was embedded and not stored is embedded next time.
-        if in_flight is not None:
-            in_flight.join()
-    return passed
+                self._store(previous, vectors)
+        if self._in_flight is not None:
+            vectors = self._in_flight.wait()
+            batch, self._in_flight = self._in_flight, None
+            self._store(batch, vectors)
+        return self.passed
+
+    def close(self) -> None:
+        """Wait for the batch in flight, dropping it. A pass that fails leaves no embedding
+        behind it (the embedder is not shared between threads); what was embedded and not
+        stored is embedded next time."""
+        if self._in_flight is not None:
+            self._in_flight.join()
+            self._in_flight = None
 
 
 class Indexer:
@@ -514,14 +574,41 @@ class Indexer:
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
-        for done, src in enumerate(files, start=1):
-            reason = self._visit(src, states.get(src.rel), touched)
-            if reason is None:
-                kept.add(src.rel)
-            else:
-                self.report.skipped.append((src.rel, reason))
-            self._report_progress(src.rel, done, len(files))
-        self._flush()
+        vectors = VectorPipeline(
+            self.store, self.embedder, self.config.embedder.batch_size, progress=self.progress
+        )
+        try:
+            for done, src in enumerate(files, start=1):
+                reason = self._visit(src, states.get(src.rel), touched)
+                if reason is None:
+                    kept.add(src.rel)
+                else:
+                    self.report.skipped.append((src.rel, reason))
+                self._report_progress(src.rel, done, len(files))
+                vectors.poll()
+            self._flush()
+            self._finish_lexical(states, kept, touched, started)
+            passed = vectors.drain(self.stop)
+        finally:
+            vectors.close()
+        self.report.chunks_embedded += passed.embedded
+        self.report.embed_seconds += passed.seconds
+        self.report.warnings.extend(passed.warnings)
+        self.report.vectors_pending = self.store.pending_vectors()
+        counts = self.store.counts()
+        self.report.documents_total = counts["documents"]
+        self.report.chunks_total = counts["chunks"]
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    def _finish_lexical(
+        self,
+        states: dict[str, DocState],
+        kept: set[str],
+        touched: list[tuple[str, int, int]],
+        started: float,
+    ) -> None:
+        """End the lexical pass: mtimes refreshed, files gone removed, the run marked done."""
         if touched:
             self.store.touch_documents(touched)
         # A file that can no longer be indexed leaves the index like a deleted one: its old
@@ -536,22 +623,6 @@ class Indexer:
         self.store.end_run()
         self._note_dropped(states)
         self.report.searchable_seconds = time.perf_counter() - started
-        passed = embed_pending(
-            self.store,
-            self.embedder,
-            self.config.embedder.batch_size,
-            progress=self.progress,
-            stop=self.stop,
-        )
-        self.report.chunks_embedded += passed.embedded
-        self.report.embed_seconds += passed.seconds
-        self.report.warnings.extend(passed.warnings)
-        self.report.vectors_pending = self.store.pending_vectors()
-        counts = self.store.counts()
-        self.report.documents_total = counts["documents"]
-        self.report.chunks_total = counts["chunks"]
-        self.report.seconds = time.perf_counter() - started
-        return self.report
 
     def _needs_reading(self, src: SourceFile, state: DocState | None) -> bool:
         return _needs_reading(src, state, self.loaders.candidates(src.rel))
@@ -701,6 +772,14 @@ class _Batch:
     def label(self, row: int) -> str:
         path, number = self.chunk(row)
         return f"{path}, chunk {number}"
+
+    def done(self) -> bool:
+        """Whether the embedding has ended (or never started)."""
+        return self._thread is None or not self._thread.is_alive()
+
+    def failed(self) -> bool:
+        """Whether the embedding has ended with an error (raised by :meth:`wait`)."""
+        return self.done() and self._error is not None
 
     def join(self) -> None:
         """Wait for the embedding to end (its result or error is dropped)."""

@@ -330,3 +330,71 @@ def test_ctrl_c_during_the_vector_pass_keeps_what_was_stored(tmp_path: Path) -> 
     store.close()
     report = Groove.open(kb).index()
     assert (report.added, report.unchanged, report.chunks_embedded) == (0, 40, 28)
+
+
+class _Recording(HashingEmbedder):
+    """The hashing embedder, noting how many documents the index held when an index run
+    first asked it for vectors; it raises instead when ``fail`` is set."""
+
+    def __init__(self, owner: _RecordingPlugin) -> None:
+        super().__init__(64)
+        self.owner = owner
+
+    @property
+    def identity(self) -> str:
+        return "recording-hashing:64"
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        if threading.current_thread().name == "groove-index-embed":
+            if self.owner.first is None:
+                self.owner.first = _state(self.owner.index)[0]
+            if self.owner.fail:
+                raise RuntimeError("the model server went away")
+        return super().embed_documents(texts)
+
+
+class _RecordingPlugin:
+    def __init__(self, index: Path, *, fail: bool = False) -> None:
+        self.index, self.fail = index, fail
+        self.first: int | None = None
+
+    @hookimpl
+    def groove_embedders(self) -> list[EmbedderSpec]:
+        return [EmbedderSpec("recording", lambda config, settings: _Recording(self))]
+
+
+#: More chunks than one lexical batch (LEXICAL_BATCH_CHUNKS), one chunk per file.
+MANY = {f"m{i:04d}.md": f"# Entry {i}\n\nThe lighthouse log, entry {i}.\n" for i in range(1200)}
+
+
+def test_the_vector_pass_starts_while_the_lexical_pass_goes_on(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", MANY, config='[embedder]\nname = "recording"\n')
+    index = Groove.open(kb).index_file
+    plugin = _RecordingPlugin(index)
+    report = Groove.open(kb, extra_plugins=[("recording", plugin)]).index()
+    # The first batches were embedded beside the reading of the later files (the second
+    # core), not after the last one.
+    assert plugin.first is not None and 0 < plugin.first < len(MANY)
+    assert report.chunks_embedded == len(MANY) and report.vectors_pending == 0
+    assert _state(index) == (len(MANY), len(MANY), 0)
+
+
+def test_an_embedder_failing_during_the_lexical_pass_leaves_every_file_searchable(
+    tmp_path: Path,
+) -> None:
+    kb = make_kb(tmp_path / "kb", MANY, config='[embedder]\nname = "recording"\n')
+    index = Groove.open(kb).index_file
+    plugin = _RecordingPlugin(index, fail=True)
+    app = Groove.open(kb, extra_plugins=[("recording", plugin)])
+    with pytest.raises(RuntimeError, match="model server went away"):
+        app.index()
+    # Raised after the lexical pass: every file is in and searchable by its words, the
+    # run is complete, and no vector was stored.
+    assert plugin.first is not None and plugin.first < len(MANY)
+    assert _state(index) == (len(MANY), len(MANY), len(MANY))
+    store = Store.open(index)
+    assert store.incomplete() is None
+    store.close()
+    plugin.fail = False
+    found = Groove.open(kb, extra_plugins=[("recording", plugin)]).search("entry 1177")
+    assert "m1177.md" in [hit.path for hit in found.results]

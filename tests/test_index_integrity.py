@@ -32,8 +32,9 @@ from groove_core.testing import make_kb, open_kb
 from tests.helpers import index_content
 
 CONFIG = '[embedder]\nname = "hashing"\nbatch_size = 8\n'
-#: Three or more characters: trigram FTS ignores shorter phrases, and the FTS leg must run.
-QUERY = "東京大学"
+#: Three or more characters, quoted: trigram FTS ignores shorter phrases and leaves unquoted
+#: Japanese ones to the word leg, and the FTS leg must run.
+QUERY = '"東京大学"'
 
 
 def _corpus(root: Path, files: int) -> Path:
