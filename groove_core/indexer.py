@@ -476,9 +476,7 @@ class VectorPipeline:
             passed.warnings.append((path, f"{ZERO_VECTOR} for chunk {number}"))
         if self.progress is not None and self._total:
             done = passed.embedded
-            self.progress(
-                IndexProgress(self.stage, "", 0, 0, done, done, max(self._total, done))
-            )
+            self.progress(IndexProgress(self.stage, "", 0, 0, done, done, max(self._total, done)))
 
     def poll(self) -> None:
         """Store the batch in flight if its embedding has ended, and start the next one;

@@ -77,6 +77,19 @@ def test_the_trigram_leg_keeps_what_the_word_leg_cannot_look_up(notes_kb: Path) 
     assert "left_to_word" not in fts.meta and fts.hits
 
 
+def test_the_trigram_leg_leaves_english_stop_words_out(notes_kb: Path) -> None:
+    app = open_kb(notes_kb)
+    _, legs, _ = app.search_explained("what does reciprocal rank fusion", limit=3)
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert fts.meta["stop_words_dropped"] == ["what", "does"] and fts.hits
+    assert '"what"' not in fts.meta["expr"] and '"reciprocal"' in fts.meta["expr"]
+    # Quoted, a stop word is searched; a query of nothing else keeps its words.
+    for query in ('"what" reciprocal', "what does"):
+        _, legs, _ = app.search_explained(query, limit=3)
+        fts = next(leg for leg in legs if leg.name == "fts")
+        assert "stop_words_dropped" not in fts.meta
+
+
 def test_exclusions_agree_across_both_legs(notes_kb: Path) -> None:
     app = open_kb(notes_kb)
     results = app.search("rust -async", limit=10).results

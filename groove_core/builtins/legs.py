@@ -28,6 +28,15 @@ COMMON_PHRASE_MIN_ROWS = 1_000
 _JAPANESE = re.compile(f"{words.JAPANESE_CHAR}+")
 
 
+def _word_leg_searches(ctx: QueryContext) -> bool:
+    """Whether the word leg looks the query up: switched on, weighted above 0, and with
+    a term to look up (not a query of hiragana only)."""
+    if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
+        return False
+    terms, _ = words.query_terms(ctx.query.positive_parts)
+    return bool(terms)
+
+
 def japanese_phrases(ctx: QueryContext) -> list[str]:
     """The query's phrases the trigram leg leaves to the word leg: those written wholly in
     kana and kanji, unless quoted, when the word leg searches the query.
@@ -39,13 +48,26 @@ def japanese_phrases(ctx: QueryContext) -> list[str]:
     every phrase when the word leg has no term to look up (a query of hiragana only), is
     weighted 0 or is switched off (the seed's configuration).
     """
-    if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
-        return []
-    terms, _ = words.query_terms(ctx.query.positive_parts)
-    if not terms:
+    if not _word_leg_searches(ctx):
         return []
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
     return [p for p in ctx.query.positives if p not in quoted and _JAPANESE.fullmatch(p)]
+
+
+def stop_word_phrases(ctx: QueryContext, phrases: Sequence[str]) -> list[str]:
+    """Of ``phrases``, the English stop words (``what``, ``which``) the trigram leg leaves
+    out as the word leg does, unless quoted, when the word leg searches the query, and
+    never all of them (``to be or not to be`` keeps its words).
+
+    They hardly move a ranking (their IDF is near nothing) and cost the most: each matches
+    inside thousands of words (``what`` in ``whatever``), and on PostgreSQL every row a
+    phrase matches is counted in its text (docs/eval.md, docs/benchmarks.md, issue #27).
+    """
+    if not _word_leg_searches(ctx):
+        return []
+    quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
+    stop = [p for p in phrases if p not in quoted and p.lower() in words.STOP_WORDS]
+    return stop if len(stop) < len(phrases) else []
 
 
 def _trigrams(phrase: str) -> list[str]:
@@ -101,11 +123,14 @@ class FTSLeg:
         phrases = [p for p in ctx.query.positives if p not in japanese]
         if not phrases:
             return LegResult("fts", (), {"skipped": True, "left_to_word": japanese})
+        stop = stop_word_phrases(ctx, phrases)
+        if stop:
+            phrases = [p for p in phrases if p not in stop]
+            meta["stop_words_dropped"] = stop
         if japanese:
-            meta = {
-                "expr": match_expression(phrases, ctx.query.negatives),
-                "left_to_word": japanese,
-            }
+            meta["left_to_word"] = japanese
+        if meta:
+            meta["expr"] = match_expression(phrases, ctx.query.negatives)
         # bm25 scores every row an expression matches before its LIMIT
         # (docs/retrieval-pipeline.md, "Cost notes"), so a
         # phrase such as "している" or "the", in a third of a corpus, costs most of the

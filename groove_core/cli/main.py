@@ -385,7 +385,13 @@ def _leg_explain(leg: Any) -> dict[str, Any]:
     its own expression, where the leg reports them: the same for every leg, a plugin's
     included."""
     out: dict[str, Any] = {"name": leg.name, "kind": leg.kind, "candidates": len(leg.hits)}
-    listed = ("weight_reasons", "common_dropped", "left_to_word", "added_terms")
+    listed = (
+        "weight_reasons",
+        "common_dropped",
+        "stop_words_dropped",
+        "left_to_word",
+        "added_terms",
+    )
     for key in ("weight", "skipped", "expr", *listed):
         if key in leg.meta:
             value = leg.meta[key]
@@ -418,6 +424,8 @@ def _print_explain(explain: dict[str, Any]) -> None:
         lines.append(head + _leg_details(leg))
         if "expr" in leg:
             lines.append(f"  expr: {leg['expr']}")
+        if leg.get("stop_words_dropped"):
+            lines.append(f"  stop words left out: {', '.join(leg['stop_words_dropped'])}")
         if leg.get("left_to_word"):
             lines.append(f"  left to the word leg: {', '.join(leg['left_to_word'])}")
         if leg.get("added_terms"):

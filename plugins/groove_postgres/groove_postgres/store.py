@@ -1041,27 +1041,47 @@ class PostgresStore:
         return [(int(r[0]), str(r[1]), str(r[2])) for r in rows]
 
     def fill_vectors(self, chunks: Sequence[tuple[int, str, str]], vectors: np.ndarray) -> int:
-        """Store the vectors of chunks still without one and with the same text, in one
-        transaction (writers of the KB queue on its advisory lock); the last one clears
-        the KB's pending mark."""
+        """Store the vectors of chunks still without one, in one transaction (writers of
+        the KB queue on its advisory lock); the last one clears the KB's pending mark.
+
+        A chunk's id names one text for good here (ids come from a sequence, never reused,
+        and a rewritten document's chunks are new rows), so a chunk still in the KB under
+        its id still has the text its vector was made from: the ids still waiting are read
+        under the KB's write lock (no writer of the KB can delete them before the commit),
+        and their vectors go in by one binary COPY, without sending the texts back."""
         if not chunks:
             return 0
-        stored = 0
-        with self.transaction() as conn:
-            for (chunk_id, context, content), vector in zip(chunks, vectors, strict=True):
-                done = conn.execute(
-                    f"INSERT INTO {self._s}.vectors(chunk_id, kb, embedding) "
-                    f"SELECT c.id, c.kb, %s FROM {self._s}.chunks c WHERE c.id = %s "
-                    "AND c.kb = %s AND c.context = %s AND c.content = %s "
-                    "ON CONFLICT (chunk_id) DO NOTHING",
-                    (np.asarray(vector, dtype=np.float32), chunk_id, self.kb_id, context, content),
-                )
-                stored += max(done.rowcount, 0)
-            left = conn.execute(
-                f"SELECT EXISTS (SELECT 1 {self._pending_sql()})", (self.kb_id,)
+        by_id = {int(c[0]): vector for c, vector in zip(chunks, vectors, strict=True)}
+        with self.transaction() as conn, conn.cursor() as cur:
+            waiting = sorted(
+                int(r[0])
+                for r in conn.execute(
+                    f"SELECT c.id {self._pending_sql()} AND c.id = ANY(%s::bigint[])",
+                    (self.kb_id, list(by_id)),
+                ).fetchall()
+            )
+            if waiting:
+                with cur.copy(
+                    f"COPY {self._s}.vectors(chunk_id, kb, embedding) FROM STDIN (FORMAT BINARY)"
+                ) as copy:
+                    copy.set_types(["int8", "int4", "vector"])
+                    for chunk_id in waiting:
+                        vector = np.asarray(by_id[chunk_id], dtype=np.float32)
+                        copy.write_row((chunk_id, self.kb_id, vector))
+            stored = len(waiting)
+            # The vector pass goes in id order: a chunk after this batch still waiting is
+            # found at once, and only the last batch looks through the whole KB.
+            last = max(int(c[0]) for c in chunks)
+            after = conn.execute(
+                f"SELECT EXISTS (SELECT 1 {self._pending_sql()} AND c.id > %s)",
+                (self.kb_id, last),
             ).fetchone()
-            if left is not None and not left[0]:
-                self._delete_meta(conn, VECTORS_PENDING_KEY)
+            if after is not None and not after[0]:
+                left = conn.execute(
+                    f"SELECT EXISTS (SELECT 1 {self._pending_sql()})", (self.kb_id,)
+                ).fetchone()
+                if left is not None and not left[0]:
+                    self._delete_meta(conn, VECTORS_PENDING_KEY)
         return stored
 
     def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
