@@ -451,7 +451,10 @@ class VectorPipeline:
         self.stage = stage
         self.progress = progress
         self.passed = VectorPass()
-        self._after = 0  # the last chunk id read: chunk ids only grow within a run
+        # The last chunk id read. SQLite may give a rewritten document's chunks ids that
+        # its old chunks freed, below the cursor: drain() starts again from the first.
+        self._after = 0
+        self._written = True  # chunks may have been written since a look found none
         self._in_flight: _Batch | None = None
         self._total = 0  # for progress, set by drain
 
@@ -478,23 +481,37 @@ class VectorPipeline:
             done = passed.embedded
             self.progress(IndexProgress(self.stage, "", 0, 0, done, done, max(self._total, done)))
 
+    def wrote(self) -> None:
+        """The lexical pass committed chunks: the next :meth:`poll` looks for them."""
+        self._written = True
+
     def poll(self) -> None:
         """Store the batch in flight if its embedding has ended, and start the next one;
-        never waits. A failed batch stays in flight for :meth:`drain` to raise."""
+        never waits. A failed batch stays in flight for :meth:`drain` to raise. Without a
+        batch in flight it reads the store only after :meth:`wrote` (a run over unchanged
+        files asks nothing per file)."""
         batch = self._in_flight
         if batch is not None:
             if not batch.done() or batch.failed():
                 return
             self._in_flight = None
             self._store(batch, batch.wait())
+        elif not self._written:
+            return
         following = self._next_batch()
-        if following is not None:
-            following.embed(self.embedder, self.batch_size)
-            self._in_flight = following
+        if following is None:
+            self._written = False
+            return
+        following.embed(self.embedder, self.batch_size)
+        self._in_flight = following
 
     def drain(self, stop: Callable[[], bool] | None = None) -> VectorPass:
         """Embed and store every chunk still without a vector (until ``stop``)."""
         self._total = self.passed.embedded + self.store.pending_vectors()
+        self._finish_in_flight()  # started during the lexical pass
+        # From the first chunk again: what the cursor passed during the lexical pass (an id
+        # reused on SQLite) is still waiting; what was stored is not read again.
+        self._after = 0
         while stop is None or not stop():
             batch = self._next_batch()
             if batch is None:
@@ -507,11 +524,15 @@ class VectorPipeline:
             self._in_flight = batch
             if previous is not None:
                 self._store(previous, vectors)
+        self._finish_in_flight()
+        return self.passed
+
+    def _finish_in_flight(self) -> None:
+        """Wait for the batch in flight and store it (its embedder's error raised here)."""
         if self._in_flight is not None:
             vectors = self._in_flight.wait()
-            batch, self._in_flight = self._in_flight, None
-            self._store(batch, vectors)
-        return self.passed
+            done, self._in_flight = self._in_flight, None
+            self._store(done, vectors)
 
     def close(self) -> None:
         """Wait for the batch in flight, dropping it. A pass that fails leaves no embedding
@@ -575,6 +596,7 @@ class Indexer:
         vectors = VectorPipeline(
             self.store, self.embedder, self.config.embedder.batch_size, progress=self.progress
         )
+        written = self._chunks_indexed
         try:
             for done, src in enumerate(files, start=1):
                 reason = self._visit(src, states.get(src.rel), touched)
@@ -583,6 +605,9 @@ class Indexer:
                 else:
                     self.report.skipped.append((src.rel, reason))
                 self._report_progress(src.rel, done, len(files))
+                if self._chunks_indexed > written:
+                    written = self._chunks_indexed
+                    vectors.wrote()
                 vectors.poll()
             self._flush()
             self._finish_lexical(states, kept, touched, started)

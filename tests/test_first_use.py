@@ -398,3 +398,16 @@ def test_an_embedder_failing_during_the_lexical_pass_leaves_every_file_searchabl
     plugin.fail = False
     found = Groove.open(kb, extra_plugins=[("recording", plugin)]).search("entry 1177")
     assert "m1177.md" in [hit.path for hit in found.results]
+
+
+def test_a_rewritten_file_whose_old_chunks_waited_gets_its_vectors(tmp_path: Path) -> None:
+    # SQLite gives the rewritten note's chunk the id its old chunk freed, which the vector
+    # pass may already have passed during the lexical pass: it must still be embedded.
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n", "b.md": "# B\n\nbeta\n"})
+    first = Groove.open(kb).index(stop=lambda: True)
+    assert first.vectors_pending == 2
+    time.sleep(0.01)
+    (kb / "b.md").write_text("# B\n\nbeta, rewritten\n", encoding="utf-8")
+    report = Groove.open(kb).index()
+    assert (report.changed, report.vectors_pending) == (1, 0)
+    assert _state(Groove.open(kb).index_file) == (2, 2, 0)

@@ -65,6 +65,10 @@ def test_the_trigram_leg_keeps_what_the_word_leg_cannot_look_up(notes_kb: Path) 
     by_name = {leg.name: leg for leg in legs}
     assert by_name["word"].meta.get("skipped")
     assert "left_to_word" not in by_name["fts"].meta and by_name["fts"].hits
+    # A hiragana word typed apart stays too: the word leg has no token for it.
+    _, legs, _ = app.search_explained("について 再ランキング", limit=3)
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert "再ランキング" in fts.meta["left_to_word"] and fts.meta["expr"] == '"について"'
     # A Latin word inside a Japanese question stays in the trigram leg.
     _, legs, _ = app.search_explained("Reciprocal の評価", limit=3)
     fts = next(leg for leg in legs if leg.name == "fts")
@@ -83,6 +87,10 @@ def test_the_trigram_leg_leaves_english_stop_words_out(notes_kb: Path) -> None:
     fts = next(leg for leg in legs if leg.name == "fts")
     assert fts.meta["stop_words_dropped"] == ["what", "does"] and fts.hits
     assert '"what"' not in fts.meta["expr"] and '"reciprocal"' in fts.meta["expr"]
+    # A stop word beside Japanese words is still left out: the leg has nothing to search.
+    _, legs, _ = app.search_explained("what 再ランキング", limit=3)
+    fts = next(leg for leg in legs if leg.name == "fts")
+    assert fts.meta["skipped"] and fts.meta["stop_words_dropped"] == ["what"] and not fts.hits
     # Quoted, a stop word is searched; a query of nothing else keeps its words.
     for query in ('"what" reciprocal', "what does"):
         _, legs, _ = app.search_explained(query, limit=3)

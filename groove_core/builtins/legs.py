@@ -28,36 +28,49 @@ COMMON_PHRASE_MIN_ROWS = 1_000
 _JAPANESE = re.compile(f"{words.JAPANESE_CHAR}+")
 
 
+#: A phrase written wholly in hiragana: the word leg has no token for it.
+_HIRAGANA = re.compile("[\u3041-\u309f\u30fc]+")
+
+
 def _word_leg_searches(ctx: QueryContext) -> bool:
-    """Whether the word leg looks the query up: switched on, weighted above 0, and with
-    a term to look up (not a query of hiragana only)."""
+    """Whether the word leg looks the whole query up: switched on, weighted above 0, with
+    a term to look up (not a query of hiragana only) and not cut at its term limit."""
     if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
         return False
-    terms, _ = words.query_terms(ctx.query.positive_parts)
-    return bool(terms)
+    terms, truncated = words.query_terms(ctx.query.positive_parts)
+    return bool(terms) and not truncated
 
 
 def japanese_phrases(ctx: QueryContext) -> list[str]:
     """The query's phrases the trigram leg leaves to the word leg: those written wholly in
-    kana and kanji, unless quoted, when the word leg searches the query.
+    kana and kanji, unless quoted or a word of hiragana alone (``おにぎり``), when the word
+    leg searches the query.
 
     A Japanese phrase of the query compiler glues particles to words (``の高さはどれくらい
     ですか``), so on Japanese text the trigram leg mostly echoes the word leg's kanji and
     katakana pairs with noise added (docs/eval.md, issue #27). It keeps what only it can
-    match: Latin words (inside longer words), quoted phrases (verbatim), other scripts, and
-    every phrase when the word leg has no term to look up (a query of hiragana only), is
-    weighted 0 or is switched off (the seed's configuration).
+    match: Latin words (inside longer words), quoted phrases (verbatim), other scripts, a
+    hiragana word typed apart, and every phrase when the word leg has no term to look up
+    (a query of hiragana only), has more terms than it looks up, is weighted 0 or is
+    switched off (the seed's configuration).
     """
     if not _word_leg_searches(ctx):
         return []
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
-    return [p for p in ctx.query.positives if p not in quoted and _JAPANESE.fullmatch(p)]
+    typed = {text for text, is_quoted in ctx.query.positive_parts if not is_quoted}
+    return [
+        p
+        for p in ctx.query.positives
+        if p not in quoted
+        and _JAPANESE.fullmatch(p)
+        and not (p in typed and _HIRAGANA.fullmatch(p))
+    ]
 
 
-def stop_word_phrases(ctx: QueryContext, phrases: Sequence[str]) -> list[str]:
-    """Of ``phrases``, the English stop words (``what``, ``which``) the trigram leg leaves
-    out as the word leg does, unless quoted, when the word leg searches the query, and
-    never all of them (``to be or not to be`` keeps its words).
+def stop_word_phrases(ctx: QueryContext) -> list[str]:
+    """The query's English stop words (``what``, ``which``) the trigram leg leaves out as
+    the word leg does, unless quoted, when the word leg searches the query, and never
+    when they are all the query has (``to be or not to be`` keeps its words).
 
     They hardly move a ranking (their IDF is near nothing) and cost the most: each matches
     inside thousands of words (``what`` in ``whatever``), and on PostgreSQL every row a
@@ -65,6 +78,7 @@ def stop_word_phrases(ctx: QueryContext, phrases: Sequence[str]) -> list[str]:
     """
     if not _word_leg_searches(ctx):
         return []
+    phrases = ctx.query.positives
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
     stop = [p for p in phrases if p not in quoted and p.lower() in words.STOP_WORDS]
     return stop if len(stop) < len(phrases) else []
@@ -120,15 +134,14 @@ class FTSLeg:
             return LegResult("fts", (), {"skipped": True})
         meta: dict[str, Any] = {}
         japanese = japanese_phrases(ctx)
-        phrases = [p for p in ctx.query.positives if p not in japanese]
-        if not phrases:
-            return LegResult("fts", (), {"skipped": True, "left_to_word": japanese})
-        stop = stop_word_phrases(ctx, phrases)
+        stop = stop_word_phrases(ctx)
         if stop:
-            phrases = [p for p in phrases if p not in stop]
             meta["stop_words_dropped"] = stop
         if japanese:
             meta["left_to_word"] = japanese
+        phrases = [p for p in ctx.query.positives if p not in japanese and p not in stop]
+        if not phrases:
+            return LegResult("fts", (), {"skipped": True, **meta})
         if meta:
             meta["expr"] = match_expression(phrases, ctx.query.negatives)
         # bm25 scores every row an expression matches before its LIMIT
