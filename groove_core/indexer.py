@@ -494,8 +494,7 @@ class VectorPipeline:
         if batch is not None:
             if not batch.done() or batch.failed():
                 return
-            self._in_flight = None
-            self._store(batch, batch.wait())
+            self._finish_in_flight()
         elif not self._written:
             return
         following = self._next_batch()

@@ -32,56 +32,36 @@ _JAPANESE = re.compile(f"{words.JAPANESE_CHAR}+")
 _HIRAGANA = re.compile("[\u3041-\u309f\u30fc]+")
 
 
-def _word_leg_searches(ctx: QueryContext) -> bool:
-    """Whether the word leg looks the whole query up: switched on, weighted above 0, with
-    a term to look up (not a query of hiragana only) and not cut at its term limit."""
-    if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
-        return False
-    terms, truncated = words.query_terms(ctx.query.positive_parts)
-    return bool(terms) and not truncated
+def left_to_word_leg(ctx: QueryContext) -> tuple[list[str], list[str]]:
+    """(Japanese phrases, English stop words): the query's phrases the trigram leg leaves
+    to the word leg, when the word leg looks the whole query up (switched on, weighted
+    above 0, with a term to look up and not cut at its term limit); quoted ones never.
 
+    Japanese: every phrase written wholly in kana and kanji but a hiragana word typed
+    apart (``おにぎり``, for which the word leg has no token). A Japanese phrase of the
+    query compiler glues particles to words (``の高さはどれくらいですか``), so on Japanese
+    text the trigram leg mostly echoes the word leg's kanji and katakana pairs with noise
+    added (docs/eval.md, issue #27); it keeps what only it can match: Latin words (inside
+    longer words), quoted phrases (verbatim) and other scripts.
 
-def japanese_phrases(ctx: QueryContext) -> list[str]:
-    """The query's phrases the trigram leg leaves to the word leg: those written wholly in
-    kana and kanji, unless quoted or a word of hiragana alone (``おにぎり``), when the word
-    leg searches the query.
-
-    A Japanese phrase of the query compiler glues particles to words (``の高さはどれくらい
-    ですか``), so on Japanese text the trigram leg mostly echoes the word leg's kanji and
-    katakana pairs with noise added (docs/eval.md, issue #27). It keeps what only it can
-    match: Latin words (inside longer words), quoted phrases (verbatim), other scripts, a
-    hiragana word typed apart, and every phrase when the word leg has no term to look up
-    (a query of hiragana only), has more terms than it looks up, is weighted 0 or is
-    switched off (the seed's configuration).
+    Stop words (``what``, ``which``), as the word leg leaves them out, unless they are all
+    the query has (``to be or not to be``): they hardly move a ranking and cost the most,
+    each matching inside thousands of words, and on PostgreSQL every row a phrase matches
+    is counted in its text (docs/eval.md, docs/benchmarks.md).
     """
-    if not _word_leg_searches(ctx):
-        return []
+    if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
+        return [], []
+    terms, truncated = words.query_terms(ctx.query.positive_parts)
+    if not terms or truncated:
+        return [], []
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
     typed = {text for text, is_quoted in ctx.query.positive_parts if not is_quoted}
-    return [
-        p
-        for p in ctx.query.positives
-        if p not in quoted
-        and _JAPANESE.fullmatch(p)
-        and not (p in typed and _HIRAGANA.fullmatch(p))
+    phrases = [p for p in ctx.query.positives if p not in quoted]
+    japanese = [
+        p for p in phrases if _JAPANESE.fullmatch(p) and not (p in typed and _HIRAGANA.fullmatch(p))
     ]
-
-
-def stop_word_phrases(ctx: QueryContext) -> list[str]:
-    """The query's English stop words (``what``, ``which``) the trigram leg leaves out as
-    the word leg does, unless quoted, when the word leg searches the query, and never
-    when they are all the query has (``to be or not to be`` keeps its words).
-
-    They hardly move a ranking (their IDF is near nothing) and cost the most: each matches
-    inside thousands of words (``what`` in ``whatever``), and on PostgreSQL every row a
-    phrase matches is counted in its text (docs/eval.md, docs/benchmarks.md, issue #27).
-    """
-    if not _word_leg_searches(ctx):
-        return []
-    phrases = ctx.query.positives
-    quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
-    stop = [p for p in phrases if p not in quoted and p.lower() in words.STOP_WORDS]
-    return stop if len(stop) < len(phrases) else []
+    stop = [p for p in phrases if p.lower() in words.STOP_WORDS]
+    return japanese, stop if len(stop) < len(ctx.query.positives) else []
 
 
 def _trigrams(phrase: str) -> list[str]:
@@ -133,8 +113,7 @@ class FTSLeg:
         if ctx.query.fts_skipped or ctx.query.match_expr is None:
             return LegResult("fts", (), {"skipped": True})
         meta: dict[str, Any] = {}
-        japanese = japanese_phrases(ctx)
-        stop = stop_word_phrases(ctx)
+        japanese, stop = left_to_word_leg(ctx)
         if stop:
             meta["stop_words_dropped"] = stop
         if japanese:
