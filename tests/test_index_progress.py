@@ -124,9 +124,10 @@ def test_a_terminal_gets_a_bar_redrawn_in_place(slow_kb: tuple[Path, dict[str, s
     assert len(frames) >= 3, text
     # Each frame fits the 64 columns: a wrapped line could not be redrawn in place.
     assert all(f.startswith("[") and len(f) < 64 for f in frames), frames
-    assert any(
-        re.match(r"^\[#{20}\] indexing 100% \| 40 chunks, [\d.]+/s \| 40/", f) for f in frames
-    ), frames
+    # The file count may be cut at the terminal's width (a rate of 1,000 chunks/s or more).
+    assert any(re.match(r"^\[#{20}\] indexing 100% \| 40 chunks, [\d.]+/s", f) for f in frames), (
+        frames
+    )
     assert re.match(r"^\[#{20}\] embedding 100% \| 40 chunks, [\d.]+/s", frames[-1])
     assert any("ETA " in f for f in frames)
     assert text.endswith("\n")  # the bar's line is ended before the summary
