@@ -320,6 +320,11 @@ class PostgresBackend:
                     f"SELECT %s, {column}, df FROM {s}.{table} WHERE kb = %s",
                     (staging, live),
                 )
+            conn.execute(
+                f"INSERT INTO {s}.surface_terms(kb, term) "
+                f"SELECT %s, term FROM {s}.surface_terms WHERE kb = %s",
+                (staging, live),
+            )
             # The word postings, under the copies' ids (a chunk is its document's ordinal).
             conn.execute(
                 f"INSERT INTO {s}.word_tf(kb, term, chunk_id, h, x, c, len) "
@@ -515,8 +520,18 @@ def _check(store: PostgresStore) -> _Found:
         ).fetchone()
         if wrong and int(wrong[0]):
             found.stats.append(
-                "the word leg's term frequencies (postings) disagree with the rows for "
+                "the lexical legs' term frequencies (postings) disagree with the rows for "
                 f"{int(wrong[0])} chunks"
+            )
+        lost = conn.execute(
+            f"""SELECT count(DISTINCT p.term) FROM ({store.surface_postings()}) p
+                WHERE NOT EXISTS (SELECT 1 FROM {s}.surface_terms v
+                                  WHERE v.kb = p.kb AND v.term = substr(p.term, 2))""",
+            (kb,),
+        ).fetchone()
+        if lost and int(lost[0]):
+            found.stats.append(
+                f"the lexical leg's vocabulary lacks {int(lost[0])} words its postings hold"
             )
         if store.get_meta(STATS_PENDING_KEY) is not None:
             # Not compared: the next run (or --repair) recounts them; the KB is marked

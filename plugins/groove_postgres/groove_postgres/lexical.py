@@ -17,19 +17,33 @@ content)``. Here:
   documents' own transaction. Per-trigram document frequencies (``trigram_df``) answer the
   common-phrase rule (``trigram_rows``), as FTS5's vocabulary does for the SQLite store;
   a build that fills a KB writes them once, at its end (``PostgresStore.defer_statistics``).
+* a phrase of Latin letters and digits alone (what the leg mostly searches: the words of
+  a question's Latin text, since it leaves Japanese to the word leg) is scored without
+  reading text. Such a phrase occurs only inside the maximal runs of those characters, its
+  *surface words* (:func:`surface_words`), so its count in a column is the sum, over the
+  surface words that contain it, of the word's count in the column times its occurrences
+  in the word. Each chunk's surface words are kept as postings at write time (in
+  ``word_tf``, their terms marked by :data:`SURFACE_MARK`, their length the chunk's
+  trigram tokens), and the KB's distinct surface words in ``surface_terms``, whose
+  pg_trgm index finds the ones containing a phrase. The counts, and so the scores, are
+  the text's (:func:`surface_phrase` says which phrases qualify).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 from groove_core.folding import fold_char
 
 __all__ = [
     "SEPARATOR",
+    "SURFACE_MARK",
     "fold",
     "like_pattern",
     "overlap_witnesses",
+    "surface_phrase",
+    "surface_words",
     "token_count",
     "trigrams",
 ]
@@ -37,6 +51,15 @@ __all__ = [
 #: Joins the three folded columns in the indexed expression (a control character: never
 #: part of a compiled phrase).
 SEPARATOR = "\x1f"
+
+#: Marks a surface word's postings in ``word_tf`` (the word leg's tokens never hold a
+#: control character), so the two legs' postings share a table and its upkeep.
+SURFACE_MARK = "\x1f"
+#: The characters of surface words, written out: the SQL that counts them again
+#: (``PostgresStore.counted_postings``) uses the same class, not a locale's ranges.
+SURFACE_CHARS = "0123456789abcdefghijklmnopqrstuvwxyz"
+#: A surface word of three characters or more: a shorter one holds no trigram phrase.
+_SURFACE_WORD = re.compile(f"[{SURFACE_CHARS}]{{3,}}")
 
 #: FTS5's bm25 constants (fts5_aux.c).
 K1 = 1.2
@@ -77,6 +100,18 @@ def trigrams(columns: Iterable[str]) -> set[str]:
         # Three characters joined in C: cheaper than slicing in a generator expression.
         out.update(map("".join, zip(text, text[1:], text[2:], strict=False)))
     return out
+
+
+def surface_words(folded: str) -> list[str]:
+    """The surface words of one folded column, each occurrence: its maximal runs of
+    :data:`SURFACE_CHARS` three characters long or more."""
+    return _SURFACE_WORD.findall(folded)
+
+
+def surface_phrase(folded: str) -> bool:
+    """Whether a folded phrase is counted from the surface words' postings: three or more
+    characters, all of them :data:`SURFACE_CHARS` (so no occurrence crosses a run's end)."""
+    return _SURFACE_WORD.fullmatch(folded) is not None
 
 
 def like_pattern(phrase: str) -> str:

@@ -107,8 +107,9 @@ STATS_PENDING_KEY = "df_pending"
 WORD_RULES_KEY = "word_rules"
 #: The version of the word leg's postings (``word_tf``). It is recorded with the word rules
 #: (:func:`word_rules`), so that a KB written by a groove-postgres without postings, or
-#: written again by one after this one filled them, has them refilled on open.
-WORD_TF_VERSION = "1"
+#: written again by one after this one filled them, has them refilled on open. Version 2
+#: adds the trigram leg's surface-word postings and their vocabulary (``surface_terms``).
+WORD_TF_VERSION = "2"
 #: The meta key present while some of the KB's chunks may lack a vector (ADR-0015): set in
 #: the transaction that writes chunks without vectors, removed by the one that stores the
 #: last of them. A chunk without a vector is waiting for one only while it is set; without
@@ -215,6 +216,7 @@ def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
             df integer NOT NULL,
             PRIMARY KEY (kb, term))""",
         _word_tf_sql(s),
+        *_surface_terms_sql(s),
         f"""CREATE TABLE IF NOT EXISTS {s}.links (
             doc_id bigint NOT NULL REFERENCES {s}.documents(id) ON DELETE CASCADE,
             kb integer NOT NULL,
@@ -245,6 +247,21 @@ def _word_tf_sql(s: str) -> str:
             PRIMARY KEY (kb, term, chunk_id) INCLUDE (h, x, c, len))"""
 
 
+def _surface_terms_sql(s: str) -> list[str]:
+    """The distinct surface words of each KB (groove_postgres.lexical), with the pg_trgm
+    index that finds those containing a phrase. A word stays when its last chunk goes (a
+    word that no posting holds finds nothing); a rebuild or ``doctor --repair`` starts it
+    anew."""
+    return [
+        f"""CREATE TABLE IF NOT EXISTS {s}.surface_terms (
+            kb integer NOT NULL REFERENCES {s}.kbs(id) ON DELETE CASCADE,
+            term text NOT NULL,
+            PRIMARY KEY (kb, term))""",
+        f"CREATE INDEX IF NOT EXISTS surface_terms_trgm ON {s}.surface_terms "
+        "USING gin (term gin_trgm_ops)",
+    ]
+
+
 #: The columns the lexical legs read in every row they match.
 _LEXICAL_COLUMNS = (
     "heading_n",
@@ -257,11 +274,13 @@ _LEXICAL_COLUMNS = (
 )
 
 #: The lexical legs' GIN indexes (their pending lists are merged after each run).
-_GIN_INDEXES = ("chunks_trgm", "chunks_words")
+_GIN_INDEXES = ("chunks_trgm", "chunks_words", "surface_terms_trgm")
 
 #: The indexed lexical text: the three folded columns joined by lexical.SEPARATOR. Written
 #: out literally wherever a query must use the GIN index on it.
 _TEXT = "(heading_n || E'\\x1f' || context_n || E'\\x1f' || content_n)"
+#: The surface-word mark as SQL.
+_SURFACE_MARK_SQL = "E'\\x1f'"
 
 
 def word_rules() -> str:
@@ -394,11 +413,21 @@ class Database:
 
     def _add_tables(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables a schema of this version made by an earlier groove-postgres
-        lacks (``word_tf``: each KB fills its own on open, ``check_word_rules``)."""
-        if conn.execute("SELECT to_regclass(%s)", (f"{self.s}.word_tf",)).fetchone() != (None,):
+        lacks (``word_tf``, ``surface_terms``: each KB fills its own on open,
+        ``check_word_rules``)."""
+        missing = [
+            sql
+            for table, sql in (
+                ("word_tf", [_word_tf_sql(self.s)]),
+                ("surface_terms", _surface_terms_sql(self.s)),
+            )
+            if conn.execute("SELECT to_regclass(%s)", (f"{self.s}.{table}",)).fetchone() == (None,)
+        ]
+        if not missing:
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SCHEMA,))
-        conn.execute(_word_tf_sql(self.s))
+        for statement in chain.from_iterable(missing):
+            conn.execute(statement)
 
     def kb_id(self, name: str, state: str = LIVE, *, create: bool = False) -> int | None:
         """The id of KB ``name``'s row in ``state``; with ``create`` made (with the schema)
@@ -696,9 +725,12 @@ class PostgresStore:
             recorded = self.get_meta(WORD_RULES_KEY)
             if recorded == word_rules():
                 return
-            if (recorded or "").split("+")[0] != words.SEGMENTATION:
+            rules, _, postings = (recorded or "").partition("+")
+            if rules != words.SEGMENTATION:
                 self._rewrite_word_columns(conn)
-            self.fill_word_postings(conn)
+            # Postings of version 1 are the word leg's, and still right: only the surface
+            # words' are added (a refill of both costs ~1.3 s per 1,000 chunks).
+            self.fill_word_postings(conn, words=rules != words.SEGMENTATION or postings != "tf1")
             conn.execute(
                 f"INSERT INTO {self._s}.meta(kb, key, value) VALUES (%s, %s, %s) "
                 "ON CONFLICT (kb, key) DO UPDATE SET value = excluded.value",
@@ -734,31 +766,69 @@ class PostgresStore:
             (self.kb_id, self.kb_id),
         )
 
-    def counted_postings(self) -> str:
-        """SQL giving the KB's word postings ``(term, chunk_id, h, x, c, len)`` counted from
-        the word columns of its chunks (the tokens ``wordleg.column_tokens`` gave, padded),
-        one parameter (the KB id): what a refill writes and doctor compares."""
+    def counted_postings(self, *, words: bool = True) -> str:
+        """SQL giving the KB's postings ``(term, chunk_id, h, x, c, len)`` counted from its
+        chunks, one parameter (the KB id): what a refill writes and doctor compares. The
+        word leg's from the word columns (the tokens ``wordleg.column_tokens`` gave, padded;
+        ``len`` the chunk's word tokens; left out when not ``words``), the trigram leg's from
+        the folded columns (the surface words ``lexical.surface_words`` finds, marked;
+        ``len`` its trigram tokens)."""
+        split = f"'[^{lexical.SURFACE_CHARS}]+'"
         columns = " UNION ALL ".join(
-            f"SELECT {n} AS col, w FROM string_to_table(ch.{c}, ' ') w"
-            for n, c in ((1, "heading_w"), (2, "context_w"), (3, "content_w"))
+            [
+                f"SELECT {n} AS col, w AS term, ch.wtok AS len "
+                f"FROM string_to_table(ch.{c}_w, ' ') w WHERE w <> ''"
+                for n, c in ((1, "heading"), (2, "context"), (3, "content"))
+                if words
+            ]
+            + [
+                f"SELECT {n} AS col, {_SURFACE_MARK_SQL} || w AS term, ch.ntok AS len "
+                f"FROM regexp_split_to_table(ch.{c}_n, {split}) w WHERE length(w) >= 3"
+                for n, c in ((1, "heading"), (2, "context"), (3, "content"))
+            ]
         )
-        return f"""SELECT t.w AS term, ch.id AS chunk_id,
+        return f"""SELECT t.term, ch.id AS chunk_id,
                 count(*) FILTER (WHERE t.col = 1)::int AS h,
                 count(*) FILTER (WHERE t.col = 2)::int AS x,
-                count(*) FILTER (WHERE t.col = 3)::int AS c, ch.wtok AS len
+                count(*) FILTER (WHERE t.col = 3)::int AS c, t.len
             FROM {self._s}.chunks ch CROSS JOIN LATERAL ({columns}) t
-            WHERE ch.kb = %s AND t.w <> ''
-            GROUP BY ch.id, t.w"""
+            WHERE ch.kb = %s
+            GROUP BY ch.id, t.term, t.len"""
 
-    def fill_word_postings(self, conn: psycopg.Connection[Any]) -> None:
-        """Replace the KB's word postings by counts of its chunks' word columns, in one
-        statement (13 s for 11k chunks on the benchmark machine): the migration of a KB
-        written without them, and doctor's repair."""
-        conn.execute(f"DELETE FROM {self._s}.word_tf WHERE kb = %s", (self.kb_id,))
+    def fill_word_postings(self, conn: psycopg.Connection[Any], *, words: bool = True) -> None:
+        """Replace the KB's postings (both legs', or the surface words' alone when not
+        ``words``) by counts of its chunks' columns, and its surface words by those the
+        postings hold, in one statement each (13 s for the word postings of 11k chunks on
+        the benchmark machine): the migration of a KB written without them, and doctor's
+        repair."""
+        if words:
+            conn.execute(f"DELETE FROM {self._s}.word_tf WHERE kb = %s", (self.kb_id,))
+        else:
+            conn.execute(
+                f"DELETE FROM {self._s}.word_tf WHERE kb = %s "
+                f"AND starts_with(term, {_SURFACE_MARK_SQL})",
+                (self.kb_id,),
+            )
         conn.execute(
             f"INSERT INTO {self._s}.word_tf(kb, term, chunk_id, h, x, c, len) "
-            f"SELECT %s, term, chunk_id, h, x, c, len FROM ({self.counted_postings()}) p",
+            f"SELECT %s, term, chunk_id, h, x, c, len "
+            f"FROM ({self.counted_postings(words=words)}) p",
             (self.kb_id, self.kb_id),
+        )
+        conn.execute(f"DELETE FROM {self._s}.surface_terms WHERE kb = %s", (self.kb_id,))
+        conn.execute(
+            f"INSERT INTO {self._s}.surface_terms(kb, term) "
+            f"SELECT DISTINCT %s, substr(term, 2) FROM ({self.surface_postings()}) p",
+            (self.kb_id, self.kb_id),
+        )
+
+    def surface_postings(self) -> str:
+        """SQL selecting the KB's surface-word postings from ``word_tf`` (those whose term
+        starts with the mark; ``starts_with``, not a range, whatever the collation), one
+        parameter (the KB id)."""
+        return (
+            f"SELECT * FROM {self._s}.word_tf WHERE kb = %s "
+            f"AND starts_with(term, {_SURFACE_MARK_SQL})"
         )
 
     @property
@@ -963,6 +1033,7 @@ class PostgresStore:
                 "trigram_df",
                 "word_df",
                 "word_tf",
+                "surface_terms",
             ):
                 conn.execute(f"ANALYZE {self._s}.{table}")
 
@@ -1197,6 +1268,7 @@ class PostgresStore:
                     postings.sort(key=_TERM)
                     for posting in postings:
                         copy.write_row(posting)
+                self._add_surface_terms(conn, postings)
                 if vectors is None:
                     self.set_meta(VECTORS_PENDING_KEY, "1")
                 else:
@@ -1209,6 +1281,20 @@ class PostgresStore:
                             copy.write_row((cid, self.kb_id, np.asarray(vector, dtype=np.float32)))
             self._apply_stats(conn, stats, deferred)
         self._committed(stats, deferred)
+
+    def _add_surface_terms(
+        self, conn: psycopg.Connection[Any], postings: Sequence[tuple[Any, ...]]
+    ) -> None:
+        """Add the surface words of ``postings`` (sorted by term) to the KB's vocabulary;
+        most are there already (a primary-key probe each)."""
+        mark = lexical.SURFACE_MARK
+        found = sorted({p[1][1:] for p in postings if p[1].startswith(mark)})
+        if found:
+            conn.execute(
+                f"INSERT INTO {self._s}.surface_terms(kb, term) "
+                "SELECT %s, unnest(%b::text[]) ON CONFLICT DO NOTHING",
+                (self.kb_id, found),
+            )
 
     def _chunk_row(
         self,
@@ -1229,6 +1315,12 @@ class PostgresStore:
         h, x, c = (Counter(column).get for column in tokens)
         kb = self.kb_id
         postings.extend((kb, t, chunk_id, h(t, 0), x(t, 0), c(t, 0), wtok) for t in terms)
+        surface = [Counter(lexical.surface_words(t)) for t in folded]
+        mark = lexical.SURFACE_MARK
+        postings.extend(
+            (kb, mark + w, chunk_id, surface[0][w], surface[1][w], surface[2][w], ntok)
+            for w in sorted(surface[0].keys() | surface[1].keys() | surface[2].keys())
+        )
         return (
             self.kb_id,
             doc_id,
@@ -1432,15 +1524,20 @@ class PostgresStore:
         for _, heading_n, context_n, content_n, ntok, terms, wtok in rows:
             stats.add((heading_n, context_n, content_n), int(ntok), terms, int(wtok), -1)
         if rows:
-            # The postings' key leads with the term: the chunks' terms find them.
+            # The postings' key leads with the term: the chunks' terms, and their surface
+            # words, find them.
+            mark = lexical.SURFACE_MARK
+            terms = {t for row in rows for t in row[5]}
+            terms.update(
+                mark + w
+                for row in rows
+                for column in row[1:4]
+                for w in lexical.surface_words(column)
+            )
             conn.execute(
                 f"DELETE FROM {self._s}.word_tf WHERE kb = %s AND term = ANY(%b::text[]) "
                 "AND chunk_id = ANY(%b::int8[])",
-                (
-                    self.kb_id,
-                    sorted({t for row in rows for t in row[5]}),
-                    [int(row[0]) for row in rows],
-                ),
+                (self.kb_id, sorted(terms), [int(row[0]) for row in rows]),
             )
         conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (doc_id,))
 
@@ -1472,10 +1569,41 @@ class PostgresStore:
             f"FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
         )
         keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
+        # A phrase of Latin letters and digits is counted from its surface words' postings
+        # (groove_postgres.lexical): the words containing it come from the vocabulary's
+        # trigram index, their postings from word_tf's primary key (one range each, the
+        # LATERAL keeps it a nested loop), so no chunk row or text is read. Its excluded
+        # rows are known by id.
+        surface = (
+            "SELECT {i} AS i, p.chunk_id AS id, min(p.len) AS len, {ok} AS ok, "
+            "%s * sum(p.h * v.occ) + %s * sum(p.x * v.occ) + %s * sum(p.c * v.occ) AS f, "
+            "1 AS n FROM (SELECT term, {occ} AS occ "
+            f"FROM {self._s}.surface_terms WHERE kb = %s AND term LIKE %s) v "
+            "CROSS JOIN LATERAL (SELECT chunk_id, h, x, c, len "
+            f"FROM {self._s}.word_tf t WHERE t.kb = %s AND t.term = {_SURFACE_MARK_SQL} || v.term"
+            ") p GROUP BY p.chunk_id"
+        )
+        dropped: list[int] | None = None
         branches: list[str] = []
         params: list[Any] = []
         for i, phrase in enumerate(pos, start=1):
             witnesses = lexical.overlap_witnesses(phrase)
+            if lexical.surface_phrase(phrase):
+                if neg and dropped is None:
+                    dropped = sorted(self.fts_ids(excluded))
+                branches.append(
+                    surface.format(
+                        i=i,
+                        ok="NOT (p.chunk_id = ANY(%s))" if neg else "true",
+                        occ=_count_literal("term", phrase, witnesses),
+                    )
+                )
+                if neg:
+                    params.append(dropped)
+                params += [float(w) for w in weights]
+                params += _count_params(phrase, witnesses)
+                params += [self.kb_id, lexical.like_pattern(phrase), self.kb_id]
+                continue
             branches.append(
                 branch.format(
                     i=i,

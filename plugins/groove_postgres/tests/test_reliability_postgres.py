@@ -283,6 +283,14 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
             "UPDATE groove.trigram_df SET df = df + 1 WHERE kb = %s AND tri = 'rus'",
             (store.kb_id,),
         )
+        # The trigram leg's postings of a surface word, and the word in its vocabulary.
+        conn.execute(
+            "UPDATE groove.word_tf SET h = h + 1 WHERE kb = %s AND term = E'\\x1frust'",
+            (store.kb_id,),
+        )
+        conn.execute(
+            "DELETE FROM groove.surface_terms WHERE kb = %s AND term = 'rust'", (store.kb_id,)
+        )
     found = app.doctor()
     assert not found.healthy
     text = "\n".join(found.problems)
@@ -291,6 +299,7 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
     assert "word leg's document frequencies disagree" in text
     assert "lexical leg's document frequencies disagree" in text
     assert "term frequencies (postings) disagree" in text
+    assert "vocabulary lacks 1 words" in text
     repaired = app.doctor(repair=True)
     assert repaired.repaired and repaired.reindexed == ["notes/rust.md"]
     assert Groove.open(kb).doctor().healthy

@@ -277,6 +277,9 @@ QUERIES = [
     "anana",  # self-overlapping: occurrences overlap
     "ananas banana",
     "cafe resume",  # diacritics folded
+    "ANA nas",  # inside several words (folded); under 3 characters
+    "bm25 -peel",  # digits; an exclusion beside a phrase counted from postings
+    '"search, search"',  # punctuation: counted in the text
     "full width",  # NFKC: full-width text in the note
     "search 日本語",
     "状態 -ウォッチャー",
@@ -619,6 +622,37 @@ def test_one_token_word_terms_are_scored_from_postings_not_the_text(postgres_dsn
                 assert store.word_search(list(terms), weights, 50) == ranked, terms
 
 
+SURFACE_PHRASES = (["search"], ["anana"], ["ana", "vector"], ["bm25", "words"], ["cafe"])
+
+
+def test_latin_phrases_are_scored_from_surface_postings_not_the_text(
+    postgres_dsn: str,
+) -> None:
+    """The trigram leg counts a phrase of Latin letters and digits from the surface words'
+    postings kept at write time: with the chunks' folded columns emptied, the scores are
+    unchanged (exclusions included). A phrase with other characters is still counted in
+    the text: it no longer matches."""
+    weights = (2.0, 1.0, 1.0)
+    with bound_stores(postgres_dsn, "kb") as (store,):
+        store.write_documents(CORPUS, vectors_for(CORPUS))
+        before = {t: store.fts_search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
+        assert all(before.values())
+        excluded = store.fts_search(["search"], weights, 50, excluded=["vector"])
+        assert 0 < len(excluded) < len(before[("search",)])
+        assert store.fts_search(["状態"], weights, 50)
+        with store.transaction() as conn:
+            conn.execute(
+                "UPDATE groove.chunks SET heading_n = '', context_n = '', content_n = '' "
+                "WHERE kb = %s",
+                (store.kb_id,),
+            )
+        for phrases, ranked in before.items():
+            assert store.fts_search(list(phrases), weights, 50) == ranked, phrases
+        assert store.fts_search(["状態"], weights, 50) == []
+        # Emptied text holds no excluded phrase: every match of the phrase comes back.
+        assert store.fts_search(["search"], weights, 50, excluded=["vector"]) == before[("search",)]
+
+
 def _postings(store: PostgresStore) -> list[tuple[Any, ...]]:
     with store._conn() as conn:
         return conn.execute(
@@ -629,10 +663,11 @@ def _postings(store: PostgresStore) -> list[tuple[Any, ...]]:
 
 
 def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str) -> None:
-    """A database of a groove-postgres before the postings (no ``word_tf``, the bare word
-    rules recorded), or a KB such a version wrote again after this one filled them: open
-    fills them from the stored word columns, the vectors kept (no re-embedding), and the
-    word leg ranks as a KB written with them."""
+    """A database of a groove-postgres before the postings (no ``word_tf`` nor
+    ``surface_terms``, the bare word rules recorded), a KB such a version wrote again after
+    this one filled them, or one written with the word leg's postings alone (version 1):
+    open fills them from the stored columns, the vectors kept (no re-embedding), and both
+    lexical legs rank as in a KB written with them."""
     weights = (2.0, 1.0, 1.0)
     with bound_stores(postgres_dsn, "fresh", "old") as (fresh, old):
         for store in (fresh, old):
@@ -646,14 +681,21 @@ def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str)
             sorted(fresh.chunk_ids_for_docs(s.id for s in fresh.doc_states().values()))
         )
         want_keys = {t: [key_of(fresh_rows, i) for i, _ in r] for t, r in want.items()}
+        phrases = {t: fresh.fts_search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
+        phrase_keys = {t: [key_of(fresh_rows, i) for i, _ in r] for t, r in phrases.items()}
         rows = old.chunk_rows(ids)
         with old.transaction() as conn:
             conn.execute("DROP TABLE groove.word_tf")
+            conn.execute("DROP TABLE groove.surface_terms")
             conn.execute(
                 "UPDATE groove.meta SET value = %s WHERE key = %s",
                 (words.SEGMENTATION, WORD_RULES_KEY),
             )
-    for damage in ("no table", "stale rows"):
+    for damage, then in (
+        ("no tables", "stale rows"),
+        ("stale rows", "version 1"),
+        ("version 1", ""),
+    ):
         old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
         try:
             assert old.get_meta(WORD_RULES_KEY) == word_rules()
@@ -665,12 +707,32 @@ def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str)
                 got = old.word_search(list(terms), weights, 50)
                 assert [key_of(rows, i) for i, _ in got] == want_keys[terms], terms
                 assert [s for _, s in got] == [s for _, s in ranked], terms
-            with old.transaction() as conn:  # an older version rewrote the KB since
-                conn.execute("DELETE FROM groove.word_tf WHERE kb = %s", (old.kb_id,))
-                conn.execute(
-                    "UPDATE groove.meta SET value = %s WHERE kb = %s AND key = %s",
-                    (words.SEGMENTATION, old.kb_id, WORD_RULES_KEY),
-                )
+            for phrase, ranked in phrases.items():
+                got = old.fts_search(list(phrase), weights, 50)
+                assert [key_of(rows, i) for i, _ in got] == phrase_keys[phrase], phrase
+                assert [s for _, s in got] == [s for _, s in ranked], phrase
+            with old.transaction() as conn:
+                if then == "stale rows":  # an older version rewrote the KB since
+                    conn.execute("DELETE FROM groove.word_tf WHERE kb = %s", (old.kb_id,))
+                    conn.execute(
+                        "UPDATE groove.meta SET value = %s WHERE kb = %s AND key = %s",
+                        (words.SEGMENTATION, old.kb_id, WORD_RULES_KEY),
+                    )
+                elif then == "version 1":  # the word leg's postings only, and a stale one
+                    conn.execute(
+                        "DELETE FROM groove.word_tf WHERE kb = %s AND term LIKE E'\\x1f%%'",
+                        (old.kb_id,),
+                    )
+                    conn.execute(
+                        "INSERT INTO groove.word_tf VALUES (%s, E'\\x1fzzzq', 999999, 1, 0, 0, 5)",
+                        (old.kb_id,),
+                    )
+                    conn.execute("DELETE FROM groove.surface_terms WHERE kb = %s", (old.kb_id,))
+                    conn.execute(
+                        "UPDATE groove.meta SET value = %s WHERE kb = %s AND key = %s",
+                        (f"{words.SEGMENTATION}+tf1", old.kb_id, WORD_RULES_KEY),
+                    )
+                    assert old.fts_search(["search"], weights, 50) == []
         finally:
             old.close()
 
