@@ -249,9 +249,7 @@ def _word_tf_sql(s: str) -> str:
 
 def _surface_terms_sql(s: str) -> list[str]:
     """The distinct surface words of each KB (groove_postgres.lexical), with the pg_trgm
-    index that finds those containing a phrase. A word stays when its last chunk goes (a
-    word that no posting holds finds nothing); a rebuild or ``doctor --repair`` starts it
-    anew."""
+    index that finds those containing a phrase; a word leaves with its last chunk."""
     return [
         f"""CREATE TABLE IF NOT EXISTS {s}.surface_terms (
             kb integer NOT NULL REFERENCES {s}.kbs(id) ON DELETE CASCADE,
@@ -1526,18 +1524,25 @@ class PostgresStore:
         if rows:
             # The postings' key leads with the term: the chunks' terms, and their surface
             # words, find them.
-            mark = lexical.SURFACE_MARK
-            terms = {t for row in rows for t in row[5]}
-            terms.update(
-                mark + w
-                for row in rows
-                for column in row[1:4]
-                for w in lexical.surface_words(column)
+            surface = sorted(
+                {w for row in rows for column in row[1:4] for w in lexical.surface_words(column)}
             )
+            terms = {t for row in rows for t in row[5]}
+            terms.update(lexical.SURFACE_MARK + w for w in surface)
             conn.execute(
                 f"DELETE FROM {self._s}.word_tf WHERE kb = %s AND term = ANY(%b::text[]) "
                 "AND chunk_id = ANY(%b::int8[])",
                 (self.kb_id, sorted(terms), [int(row[0]) for row in rows]),
+            )
+            # A surface word no chunk holds any more leaves the vocabulary (a probe of the
+            # postings' key each), so that phrase lookups do not grow with every word the
+            # KB ever held.
+            conn.execute(
+                f"DELETE FROM {self._s}.surface_terms v WHERE v.kb = %s "
+                "AND v.term = ANY(%b::text[]) AND NOT EXISTS (SELECT 1 "
+                f"FROM {self._s}.word_tf t WHERE t.kb = v.kb "
+                f"AND t.term = {_SURFACE_MARK_SQL} || v.term)",
+                (self.kb_id, surface),
             )
         conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (doc_id,))
 
@@ -1571,9 +1576,9 @@ class PostgresStore:
         keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
         # A phrase of Latin letters and digits is counted from its surface words' postings
         # (groove_postgres.lexical): the words containing it come from the vocabulary's
-        # trigram index, their postings from word_tf's primary key (one range each, the
-        # LATERAL keeps it a nested loop), so no chunk row or text is read. Its excluded
-        # rows are known by id.
+        # trigram index, their postings from word_tf's primary key (one range each: OFFSET 0
+        # keeps the LATERAL a nested loop, never a hash join over the KB's postings), so no
+        # chunk row or text is read, but for an exclusion: each matching chunk's own text.
         surface = (
             "SELECT {i} AS i, p.chunk_id AS id, min(p.len) AS len, {ok} AS ok, "
             "%s * sum(p.h * v.occ) + %s * sum(p.x * v.occ) + %s * sum(p.c * v.occ) AS f, "
@@ -1581,25 +1586,22 @@ class PostgresStore:
             f"FROM {self._s}.surface_terms WHERE kb = %s AND term LIKE %s) v "
             "CROSS JOIN LATERAL (SELECT chunk_id, h, x, c, len "
             f"FROM {self._s}.word_tf t WHERE t.kb = %s AND t.term = {_SURFACE_MARK_SQL} || v.term"
-            ") p GROUP BY p.chunk_id"
+            " OFFSET 0) p GROUP BY p.chunk_id"
         )
-        dropped: list[int] | None = None
+        excluding = f"(SELECT {keep} FROM {self._s}.chunks WHERE id = p.chunk_id)"
         branches: list[str] = []
         params: list[Any] = []
         for i, phrase in enumerate(pos, start=1):
             witnesses = lexical.overlap_witnesses(phrase)
             if lexical.surface_phrase(phrase):
-                if neg and dropped is None:
-                    dropped = sorted(self.fts_ids(excluded))
                 branches.append(
                     surface.format(
                         i=i,
-                        ok="NOT (p.chunk_id = ANY(%s))" if neg else "true",
+                        ok=excluding if neg else "true",
                         occ=_count_literal("term", phrase, witnesses),
                     )
                 )
-                if neg:
-                    params.append(dropped)
+                params += [lexical.like_pattern(p) for p in neg]
                 params += [float(w) for w in weights]
                 params += _count_params(phrase, witnesses)
                 params += [self.kb_id, lexical.like_pattern(phrase), self.kb_id]

@@ -278,7 +278,7 @@ QUERIES = [
     "ananas banana",
     "cafe resume",  # diacritics folded
     "ANA nas",  # inside several words (folded); under 3 characters
-    "bm25 -peel",  # digits; an exclusion beside a phrase counted from postings
+    "bm25 search -flavour",  # digits; an exclusion of a row a Latin phrase matches
     '"search, search"',  # punctuation: counted in the text
     "full width",  # NFKC: full-width text in the note
     "search 日本語",
@@ -649,8 +649,38 @@ def test_latin_phrases_are_scored_from_surface_postings_not_the_text(
         for phrases, ranked in before.items():
             assert store.fts_search(list(phrases), weights, 50) == ranked, phrases
         assert store.fts_search(["状態"], weights, 50) == []
-        # Emptied text holds no excluded phrase: every match of the phrase comes back.
+        # An exclusion is checked in each matching chunk's text: emptied, it excludes none.
         assert store.fts_search(["search"], weights, 50, excluded=["vector"]) == before[("search",)]
+
+
+def test_the_surface_vocabulary_holds_the_words_of_the_chunks(postgres_dsn: str) -> None:
+    """The trigram leg's vocabulary gains a document's surface words with it and loses
+    those no other chunk holds when it goes (rewritten or deleted)."""
+
+    def vocabulary(store: PostgresStore) -> set[str]:
+        with store._conn() as conn:
+            return {
+                r[0]
+                for r in conn.execute(
+                    "SELECT term FROM groove.surface_terms WHERE kb = %s", (store.kb_id,)
+                ).fetchall()
+            }
+
+    def posted(store: PostgresStore) -> set[str]:
+        return {t[1:] for t, *_ in _postings(store) if t.startswith("\x1f")}
+
+    with bound_stores(postgres_dsn, "kb") as (store,):
+        store.write_documents(CORPUS, vectors_for(CORPUS))
+        assert {"bm25", "search", "banana", "cafe", "width"} <= vocabulary(store)
+        assert vocabulary(store) == posted(store)
+        store.delete_documents(["en/search.md"])
+        rewritten = document("en/cooking.md", [("Recipes", "Rice and a banana.")])
+        store.write_documents([rewritten], vectors_for([rewritten]))
+        found = vocabulary(store)
+        assert found == posted(store)
+        assert "banana" in found and "rice" in found
+        assert not found & {"bm25", "search", "vector", "cafe", "width"}
+        assert store.fts_search(["search"], (2.0, 1.0, 1.0), 10) == []
 
 
 def _postings(store: PostgresStore) -> list[tuple[Any, ...]]:
