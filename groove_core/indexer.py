@@ -14,11 +14,9 @@ import errno
 import hashlib
 import os
 import stat
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -426,42 +424,6 @@ def embed_pending(
         vectors.close()
 
 
-#: The interpreter's thread switch interval (seconds) while an index run's embedding
-#: thread runs beside its lexical pass. At Python's default (5 ms) a thread that wants the
-#: GIL back after a numpy call waits until the other thread reaches its switch: the default
-#: embedder ran ~20x slower beside a busy Python thread, ~2x at 0.1 ms, and the whole run's
-#: overhead over its embedding fell accordingly (docs/benchmarks.md, "The switch interval").
-SWITCH_INTERVAL = 1e-4
-
-
-class _SwitchInterval:
-    """The short switch interval, held while any index run in the process needs it (a
-    server may index several KBs at once) and restored when the last one ends."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._users = 0
-        self._saved = 0.0
-
-    @contextmanager
-    def short(self) -> Iterator[None]:
-        with self._lock:
-            if self._users == 0:
-                self._saved = sys.getswitchinterval()
-                sys.setswitchinterval(min(self._saved, SWITCH_INTERVAL))
-            self._users += 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._users -= 1
-                if self._users == 0:
-                    sys.setswitchinterval(self._saved)
-
-
-_switch_interval = _SwitchInterval()
-
-
 class VectorPipeline:
     """The vector pass over the chunks without a vector, in id order, one batch embedding
     in a thread at a time (see :func:`embed_pending`).
@@ -634,24 +596,23 @@ class Indexer:
             self.store, self.embedder, self.config.embedder.batch_size, progress=self.progress
         )
         written = self._chunks_indexed
-        with _switch_interval.short():
-            try:
-                for done, src in enumerate(files, start=1):
-                    reason = self._visit(src, states.get(src.rel), touched)
-                    if reason is None:
-                        kept.add(src.rel)
-                    else:
-                        self.report.skipped.append((src.rel, reason))
-                    self._report_progress(src.rel, done, len(files))
-                    if self._chunks_indexed > written:
-                        written = self._chunks_indexed
-                        vectors.wrote()
-                    vectors.poll()
-                self._flush()
-                self._finish_lexical(states, kept, touched, started)
-                passed = vectors.drain(self.stop)
-            finally:
-                vectors.close()
+        try:
+            for done, src in enumerate(files, start=1):
+                reason = self._visit(src, states.get(src.rel), touched)
+                if reason is None:
+                    kept.add(src.rel)
+                else:
+                    self.report.skipped.append((src.rel, reason))
+                self._report_progress(src.rel, done, len(files))
+                if self._chunks_indexed > written:
+                    written = self._chunks_indexed
+                    vectors.wrote()
+                vectors.poll()
+            self._flush()
+            self._finish_lexical(states, kept, touched, started)
+            passed = vectors.drain(self.stop)
+        finally:
+            vectors.close()
         self.report.chunks_embedded += passed.embedded
         self.report.embed_seconds += passed.seconds
         self.report.warnings.extend(passed.warnings)

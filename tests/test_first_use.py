@@ -21,13 +21,7 @@ import pytest
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
-from groove_core.indexer import (
-    SWITCH_INTERVAL,
-    IndexProgress,
-    SourceFile,
-    _new_document,
-    _switch_interval,
-)
+from groove_core.indexer import IndexProgress, SourceFile, _new_document
 from groove_core.mcp.server import build_mcp_server
 from groove_core.sqlite.store import SCHEMA_VERSION, Store, check_consistency, connect
 from groove_core.status import kb_status
@@ -354,7 +348,6 @@ class _Recording(HashingEmbedder):
         if threading.current_thread().name == "groove-index-embed":
             if self.owner.first is None:
                 self.owner.first = _state(self.owner.index)[0]
-                self.owner.interval = sys.getswitchinterval()
             if self.owner.fail:
                 raise RuntimeError("the model server went away")
         return super().embed_documents(texts)
@@ -364,7 +357,6 @@ class _RecordingPlugin:
     def __init__(self, index: Path, *, fail: bool = False) -> None:
         self.index, self.fail = index, fail
         self.first: int | None = None
-        self.interval: float | None = None
 
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
@@ -385,20 +377,6 @@ def test_the_vector_pass_starts_while_the_lexical_pass_goes_on(tmp_path: Path) -
     assert plugin.first is not None and 0 < plugin.first < len(MANY)
     assert report.chunks_embedded == len(MANY) and report.vectors_pending == 0
     assert _state(index) == (len(MANY), len(MANY), 0)
-    # With the interpreter's short thread switch interval (the embedding thread gets the
-    # GIL back soon after each numpy call), restored once the run ends.
-    assert plugin.interval == SWITCH_INTERVAL < sys.getswitchinterval()
-
-
-def test_the_short_switch_interval_lasts_while_any_run_holds_it() -> None:
-    before = sys.getswitchinterval()
-    first, second = _switch_interval.short(), _switch_interval.short()
-    first.__enter__()
-    second.__enter__()
-    first.__exit__(None, None, None)
-    assert sys.getswitchinterval() == SWITCH_INTERVAL  # the second run still indexes
-    second.__exit__(None, None, None)
-    assert sys.getswitchinterval() == before
 
 
 def test_an_embedder_failing_during_the_lexical_pass_leaves_every_file_searchable(
