@@ -1283,8 +1283,8 @@ class PostgresStore:
     def _add_surface_terms(
         self, conn: psycopg.Connection[Any], postings: Sequence[tuple[Any, ...]]
     ) -> None:
-        """Add the surface words of ``postings`` (sorted by term) to the KB's vocabulary;
-        most are there already (a primary-key probe each)."""
+        """Add the surface words of ``postings`` to the KB's vocabulary; most are there
+        already (a primary-key probe each)."""
         mark = lexical.SURFACE_MARK
         found = sorted({p[1][1:] for p in postings if p[1].startswith(mark)})
         if found:
