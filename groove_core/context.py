@@ -153,6 +153,18 @@ class QueryContext:
         return self._query_vector()
 
     @functools.cached_property
+    def _word_terms(self) -> tuple[list[str], bool]:
+        from groove_core import words
+
+        return words.query_terms(self.query.positive_parts)
+
+    def word_terms(self) -> tuple[list[str], bool]:
+        """(the word leg's terms of the query, whether they were cut at its limit), as
+        ``groove_core.words.query_terms`` gives them: computed once per query for every
+        stage that reads them (the lexical legs, query expansion). Not to be modified."""
+        return self._word_terms
+
+    @functools.cached_property
     def _excluded(self) -> frozenset[int]:
         negatives = self.query.negatives
         return self.store.fts_ids(negatives) if negatives else frozenset()

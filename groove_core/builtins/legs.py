@@ -51,7 +51,7 @@ def left_to_word_leg(ctx: QueryContext) -> tuple[list[str], list[str]]:
     """
     if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
         return [], []
-    terms, truncated = words.query_terms(ctx.query.positive_parts)
+    terms, truncated = ctx.word_terms()
     if not terms or truncated:
         return [], []
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
@@ -186,7 +186,7 @@ class WordLeg:
         return [LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0)]
 
     def search(self, ctx: QueryContext) -> LegResult:
-        terms, truncated = words.query_terms(ctx.query.positive_parts)
+        terms, truncated = ctx.word_terms()
         if not terms:
             # e.g. a query of hiragana only: nothing this leg can look up.
             return LegResult("word", (), {"skipped": True})

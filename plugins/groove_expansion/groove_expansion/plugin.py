@@ -85,7 +85,7 @@ def search(ctx: QueryContext) -> LegResult | None:
     if not ctx.active(NAME):
         return None
     settings = ctx.settings.get(PRFSettings)
-    terms, _ = words.query_terms(ctx.query.positive_parts)
+    terms, _ = ctx.word_terms()
     if not terms:
         return LegResult(NAME, (), {"skipped": True})
     # The word leg's own query: without the terms in a large share of the chunks (their

@@ -1317,7 +1317,7 @@ class PostgresStore:
         mark = lexical.SURFACE_MARK
         postings.extend(
             (kb, mark + w, chunk_id, surface[0][w], surface[1][w], surface[2][w], ntok)
-            for w in sorted(surface[0].keys() | surface[1].keys() | surface[2].keys())
+            for w in surface[0].keys() | surface[1].keys() | surface[2].keys()
         )
         return (
             self.kb_id,
