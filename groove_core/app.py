@@ -36,6 +36,9 @@ class Groove:
         # them, and the MCP server searches on several threads at once (WAL lets each
         # connection read its own snapshot while another process writes).
         self._local = threading.local()
+        # Whether a child process can build this KB's embedder from its configuration
+        # alone: set by open() when every plugin is an installed one.
+        self.plugins_installed = False
 
     @classmethod
     def open(
@@ -51,7 +54,9 @@ class Groove:
             raise ConfigError(_no_folder(kb))
         config = load_config(kb, config_path)
         plugins = make_plugin_manager(config, extra=extra_plugins, entry_points=entry_points)
-        return cls(kb, config, plugins)
+        app = cls(kb, config, plugins)
+        app.plugins_installed = entry_points and not extra_plugins
+        return app
 
     @property
     def own_name(self) -> str:
@@ -205,7 +210,16 @@ class Groove:
             embedded = reembed_chunks(store, self.embedder, batch, progress)
         spent = time.perf_counter() - started
         loaders = self.plugins.loaders()
-        report = Indexer(self.kb, self.config, store, self.embedder, progress, stop, loaders).run()
+        report = Indexer(
+            self.kb,
+            self.config,
+            store,
+            self.embedder,
+            progress,
+            stop,
+            loaders,
+            own_process=self.plugins_installed,
+        ).run()
         report.chunks_embedded += embedded
         report.seconds += spent
         report.embed_seconds += spent

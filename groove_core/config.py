@@ -155,6 +155,11 @@ class EmbedderConfig(_Strict):
         le=256,
         description="sets query_threads and index_threads together (either one set beside it wins)",
     )
+    own_process: Literal["auto", "always", "never"] = Field(
+        "auto",
+        description="embed an index run's chunks in a process of its own (auto: an embedder "
+        "that computes in this process, e.g. the default one, and a run reading 1 MB or more)",
+    )
 
     @model_validator(mode="before")
     @classmethod

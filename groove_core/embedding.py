@@ -39,6 +39,11 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> np.ndarray:
         """(dim,) float32."""
 
+    # Optional: ``cpu_bound = True`` says the embedder computes in this process and needs
+    # the interpreter lock between its native calls (numpy, a pure-Python model). A long
+    # index run then embeds in a process of its own (``[embedder] own_process``,
+    # groove_core.embed_worker), where the run's other work does not slow it.
+
 
 class WrappedEmbedder:
     """The base of an embedder that wraps another, :attr:`inner`, adding something around
@@ -55,6 +60,10 @@ class WrappedEmbedder:
     @property
     def dim(self) -> int:
         return self.inner.dim
+
+    @property
+    def cpu_bound(self) -> bool:
+        return bool(getattr(self.inner, "cpu_bound", False))
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
         return self.inner.embed_documents(texts)
@@ -144,6 +153,9 @@ class USEMultilingual:
     small, and a second BLAS thread that waits for a busy core costs far more than it
     saves (docs/benchmarks.md, "Embedder threads").
     """
+
+    #: numpy between Python steps: a long index run embeds in a process of its own
+    cpu_bound = True
 
     def __init__(self, query_threads: int = 1, index_threads: int = 1) -> None:
         self._query_threads = query_threads

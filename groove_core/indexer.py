@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from groove_core import embed_worker
 from groove_core.chunking import Chunk, TooManyChunks, parse_markdown
 from groove_core.config import (
     DEFAULT_INDEX_DIR,
@@ -558,6 +559,8 @@ class Indexer:
         progress: ProgressFn | None = None,
         stop: Callable[[], bool] | None = None,
         loaders: Loaders | None = None,
+        *,
+        own_process: bool = False,
     ) -> None:
         self.kb = kb
         self.config = config
@@ -566,6 +569,9 @@ class Indexer:
         self.embedder = embedder
         self.progress = progress or (lambda _event: None)
         self.stop = stop
+        # Whether the embedder may be rebuilt in a child process from the configuration
+        # alone (its plugins are installed ones, not registered in this process).
+        self.own_process = own_process
         self.report = IndexReport()
         self._pending: list[tuple[NewDocument, bool]] = []
         self._pending_chunks = 0
@@ -592,8 +598,13 @@ class Indexer:
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
+        embedder: Embedder = self.embedder
+        worker = None
+        if self.own_process and embed_worker.wanted(self.config, embedder, self._work_total):
+            worker = embed_worker.EmbedderProcess(self.config, embedder)
+            embedder = worker
         vectors = VectorPipeline(
-            self.store, self.embedder, self.config.embedder.batch_size, progress=self.progress
+            self.store, embedder, self.config.embedder.batch_size, progress=self.progress
         )
         written = self._chunks_indexed
         try:
@@ -612,7 +623,13 @@ class Indexer:
             self._finish_lexical(states, kept, touched, started)
             passed = vectors.drain(self.stop)
         finally:
-            vectors.close()
+            try:
+                vectors.close()
+            finally:
+                if worker is not None:
+                    worker.close()
+                    if worker.warning is not None:
+                        self.report.warnings.append(("[embedder] own_process", worker.warning))
         self.report.chunks_embedded += passed.embedded
         self.report.embed_seconds += passed.seconds
         self.report.warnings.extend(passed.warnings)

@@ -244,5 +244,6 @@ def server_app(app: Groove) -> Groove:
     from groove_core.app import Groove
 
     own = Groove(app.kb, app.config, app.plugins)
+    own.plugins_installed = app.plugins_installed
     own.__dict__["embedder"] = LockedEmbedder(lambda: app.embedder)
     return own

@@ -1,0 +1,237 @@
+"""Embedding in a process of its own, for a long index run.
+
+An in-process embedder that computes on the CPU (the default one is numpy) needs the
+interpreter lock between its calls into native code. Beside it, the rest of an index run
+(reading, chunking, folding, a storage backend's own Python) takes that lock in turns with
+it, and the embedding, which sets the run's length, runs slower than alone: on PostgreSQL,
+whose writer computes term statistics in Python, a 10k-chunk run took ~1.2× the embedder
+alone (docs/benchmarks.md, "The embedder in a process of its own"). In a child process the
+embedding keeps a core to itself and the parent's work runs on the other.
+
+The child builds the embedder from the same configuration and plugins as the parent and
+answers batches of texts with their vectors over a socket pair (``multiprocessing``'s
+message framing); nothing else passes between them. It lives for one index run: the parent
+closes its end when the run ends, and a child whose parent died sees the socket close and
+exits. The parent checks every batch as it would its own embedder's
+(:func:`groove_core.embedding.checked_vectors`, in the indexer), and the child's identity
+against its own embedder's: a child that builds another embedder is not used (the run
+embeds in its own process, as when the child cannot start).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from groove_core.embedding import EmbedderError
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
+
+    import numpy as np
+
+    from groove_core.config import GrooveConfig
+
+#: What a run must read (bytes of changed files) before ``own_process = "auto"`` embeds in a
+#: child: about a thousand chunks, tens of seconds of the default embedder. The child's start
+#: (about half a second, overlapping the run's first files) is lost in such a run; a short
+#: one (an edit, a few files) keeps the embedder of the process it runs in.
+OWN_PROCESS_BYTES = 1_000_000
+
+
+def available() -> bool:
+    """Whether this platform can run the child (Unix: the socket is passed by descriptor)."""
+    return os.name == "posix" and bool(sys.executable)
+
+
+def wanted(config: GrooveConfig, embedder: Any, work_bytes: int) -> bool:
+    """Whether a run that reads ``work_bytes`` embeds in a child, by ``[embedder]
+    own_process``: ``"auto"`` for an embedder that says it computes in this process
+    (``cpu_bound``) and a run of at least :data:`OWN_PROCESS_BYTES`."""
+    mode = config.embedder.own_process
+    if mode == "never" or not available():
+        return False
+    if mode == "always":
+        return True
+    return bool(getattr(embedder, "cpu_bound", False)) and work_bytes >= OWN_PROCESS_BYTES
+
+
+class _NoChild(Exception):
+    """The child did not get as far as answering: the run embeds in its own process."""
+
+
+class EmbedderProcess:
+    """An embedder whose batches are embedded by a child process (see the module's doc).
+
+    It is ``embedder``, the parent's: the same identity and dimension. The child starts on
+    the first batch, in the thread that asks for it (the indexer's embedding thread), so the
+    run's first files are written meanwhile. A child that cannot start or build the
+    embedder leaves the run to ``embedder`` in this process, as without a child, and
+    :attr:`warning` says why; one that dies later is an :class:`EmbedderError` (the chunks
+    left keep no vector until the next run). Batches are asked one at a time, as the
+    indexer does; :meth:`close` ends the child.
+    """
+
+    cpu_bound = False  # the work is the child's
+
+    def __init__(self, config: GrooveConfig, embedder: Any) -> None:
+        self._config = config
+        self._embedder = embedder
+        self._conn: Connection | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dim = 0
+        self._lock = threading.Lock()
+        self._closed = False
+        self._here = False  # embedding in this process: the child could not start
+        #: Why the run embedded in this process after all (None: it did not).
+        self.warning: str | None = None
+
+    @property
+    def identity(self) -> str:
+        identity: str = self._embedder.identity
+        return identity
+
+    @property
+    def dim(self) -> int:
+        if self._dim:
+            return self._dim
+        dim: int = self._embedder.dim
+        return dim
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:
+            if self._closed:
+                raise EmbedderError("the embedding process was closed")
+            if not self._here and self._conn is None:
+                try:
+                    self._conn = self._start()
+                except _NoChild as err:
+                    self._here = True
+                    self.warning = f"{err}; the run embedded in its own process"
+            if self._here:
+                vectors: np.ndarray = self._embedder.embed_documents(texts)
+                return vectors
+            conn = self._conn
+            assert conn is not None
+            try:
+                conn.send(("embed", list(texts)))
+                reply = conn.recv()
+            except (EOFError, OSError):
+                raise EmbedderError(self._died()) from None
+            answered: np.ndarray = _answer(reply)
+            return answered
+
+    def embed_query(self, text: str) -> np.ndarray:
+        # A query is embedded where it is asked (a search never comes here).
+        vector: np.ndarray = self._embedder.embed_query(text)
+        return vector
+
+    def _start(self) -> Connection:
+        from multiprocessing.connection import Connection
+
+        mine, theirs = socket.socketpair()
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "groove_core.embed_child", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                # Never this process's standard output: an MCP stdio server speaks there.
+                stdout=2,
+                # Not the terminal's process group: a Ctrl-C is the parent's to handle,
+                # which then closes the socket.
+                start_new_session=True,
+            )
+        except OSError as err:
+            mine.close()
+            raise _NoChild(f"the embedding process could not start: {err}") from None
+        finally:
+            theirs.close()
+        conn = Connection(mine.detach())
+        try:
+            conn.send(("config", self._config))
+            ready = conn.recv()
+        except (EOFError, OSError):
+            conn.close()
+            raise _NoChild(self._died()) from None
+        problem = None
+        if ready[0] != "ready":
+            problem = f"the embedding process could not make the embedder: {ready[1]}"
+        elif ready[1] != self.identity:
+            problem = f"the embedding process made the embedder {ready[1]}, not {self.identity}"
+        if problem is not None:
+            conn.close()
+            self._reap()
+            raise _NoChild(problem)
+        self._dim = ready[2]
+        return conn
+
+    def _died(self) -> str:
+        code = self._reap()
+        how = f"exit status {code}" if code is None or code >= 0 else f"signal {-code}"
+        return f"the embedding process ended unexpectedly ({how})"
+
+    def _reap(self, wait: float = 5.0) -> int | None:
+        proc = self._proc
+        if proc is None:
+            return None
+        try:
+            return proc.wait(wait)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            return proc.wait()
+
+    def close(self) -> None:
+        """End the child (it exits when its socket closes; killed if it does not)."""
+        self._closed = True
+        with self._lock:
+            conn, self._conn = self._conn, None
+            if conn is not None:
+                conn.close()
+            self._reap()
+            self._proc = None
+
+
+def _answer(reply: tuple[Any, ...]) -> Any:
+    if reply[0] == "vectors":
+        return reply[1]
+    raise EmbedderError(str(reply[1]))
+
+
+def serve(conn: Connection, make: Callable[[GrooveConfig], Any]) -> None:
+    """The child's work: build the embedder from the parent's configuration (``make``),
+    then answer batches until the parent closes the socket."""
+    from groove_core.errors import GrooveError
+
+    try:
+        _kind, config = conn.recv()
+    except EOFError:
+        return
+    try:
+        embedder = make(config)
+        conn.send(("ready", embedder.identity, embedder.dim))
+    except GrooveError as err:
+        conn.send(("error", str(err)))
+        return
+    except Exception as err:  # reported to the parent, which raises it
+        conn.send(("error", f"the embedder could not be made: {type(err).__name__}: {err}"))
+        return
+    while True:
+        try:
+            _kind, texts = conn.recv()
+        except EOFError:
+            return
+        try:
+            vectors = embedder.embed_documents(texts)
+        except GrooveError as err:
+            conn.send(("error", str(err)))
+            continue
+        except Exception as err:  # reported to the parent, which raises it
+            failed = f"the embedder {embedder.identity} failed: {type(err).__name__}: {err}"
+            conn.send(("error", failed))
+            continue
+        conn.send(("vectors", vectors))
