@@ -201,13 +201,23 @@ class Groove:
     ) -> IndexReport:
         """The indexer over an open, writable index; a re-embed first replaces every stored
         vector with the configured embedder's."""
+        from groove_core.embed_worker import run_embedder
         from groove_core.indexer import Indexer
         from groove_core.indexer import reembed as reembed_chunks
 
         embedded, started = 0, time.perf_counter()
+        warnings: list[tuple[str, str]] = []
         if mode == "reembed":
             batch = self.config.embedder.batch_size
-            embedded = reembed_chunks(store, self.embedder, batch, progress)
+            with run_embedder(
+                self.config,
+                self.embedder,
+                allowed=self.plugins_installed,
+                work_bytes=0,
+                waiting=lambda: store.counts()["chunks"],
+                warnings=warnings,
+            ) as embedder:
+                embedded = reembed_chunks(store, embedder, batch, progress)
         spent = time.perf_counter() - started
         loaders = self.plugins.loaders()
         report = Indexer(
@@ -221,6 +231,7 @@ class Groove:
             own_process=self.plugins_installed,
         ).run()
         report.chunks_embedded += embedded
+        report.warnings[:0] = warnings
         report.seconds += spent
         report.embed_seconds += spent
         return report

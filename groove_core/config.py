@@ -158,7 +158,8 @@ class EmbedderConfig(_Strict):
     own_process: Literal["auto", "always", "never"] = Field(
         "auto",
         description="embed an index run's chunks in a process of its own (auto: an embedder "
-        "that computes in this process, e.g. the default one, and a run reading 1 MB or more)",
+        "that computes in this process, e.g. the default one, and a run reading 1 MB or more "
+        "or starting with 1,000 chunks or more without a vector)",
     )
 
     @model_validator(mode="before")

@@ -8,8 +8,11 @@ that the indexer does not depend on the plugin manager.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from groove_core.embed_worker import serve
@@ -25,11 +28,22 @@ def installed_embedder(config: GrooveConfig) -> Any:
     return make_plugin_manager(config).make_embedder()
 
 
+def _leave_with(parent: int) -> None:
+    """Exit once the parent is gone, even in the middle of a batch (a stuck model, or a long
+    one): a parent killed outright closes the socket, which a child busy embedding would
+    only notice after its batch."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(0)
+
+
 def main(argv: list[str]) -> int:
     from multiprocessing.connection import Connection
 
-    # The parent ends the child by closing the socket; an interrupt is the parent's.
+    # The parent ends the child by closing the socket; an interrupt is the parent process's.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    watch = threading.Thread(target=_leave_with, args=(os.getppid(),), daemon=True)
+    watch.start()
     conn = Connection(int(argv[1]))
     try:
         serve(conn, installed_embedder)

@@ -4,28 +4,29 @@ An in-process embedder that computes on the CPU (the default one is numpy) needs
 interpreter lock between its calls into native code. Beside it, the rest of an index run
 (reading, chunking, folding, a storage backend's own Python) takes that lock in turns with
 it, and the embedding, which sets the run's length, runs slower than alone: on PostgreSQL,
-whose writer computes term statistics in Python, a 10k-chunk run took ~1.2× the embedder
-alone (docs/benchmarks.md, "The embedder in a process of its own"). In a child process the
-embedding keeps a core to itself and the parent's work runs on the other.
+whose writer computes term statistics in Python, a 10k-chunk run took 1.12–1.29× the
+embedder alone (docs/benchmarks.md, "The embedder in a process of its own"). In a child
+process the embedding keeps a core to itself and the parent process's work runs on the other.
 
 The child builds the embedder from the same configuration and plugins as the parent and
 answers batches of texts with their vectors over a socket pair (``multiprocessing``'s
 message framing); nothing else passes between them. It lives for one index run: the parent
-closes its end when the run ends, and a child whose parent died sees the socket close and
-exits. The parent checks every batch as it would its own embedder's
-(:func:`groove_core.embedding.checked_vectors`, in the indexer), and the child's identity
-against its own embedder's: a child that builds another embedder is not used (the run
-embeds in its own process, as when the child cannot start).
+closes its end when the run ends, and a child whose parent died sees the socket close (or,
+stuck in a batch, that its parent is gone) and exits. The parent checks every batch as it
+would its own embedder's (:func:`groove_core.embedding.checked_vectors`, in the indexer),
+and the child's identity against its own embedder's: a child that builds another embedder
+is not used (the run embeds in its own process, as when the child cannot start).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from groove_core.embedding import EmbedderError
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 #: (about half a second, overlapping the run's first files) is lost in such a run; a short
 #: one (an edit, a few files) keeps the embedder of the process it runs in.
 OWN_PROCESS_BYTES = 1_000_000
+#: Or how many chunks wait for a vector when the run starts (a run after one that was
+#: interrupted or stopped reads little and embeds what that one left; a re-embed reads none).
+OWN_PROCESS_CHUNKS = 1_000
 
 
 def available() -> bool:
@@ -49,16 +53,47 @@ def available() -> bool:
     return os.name == "posix" and bool(sys.executable)
 
 
-def wanted(config: GrooveConfig, embedder: Any, work_bytes: int) -> bool:
+def wanted(
+    config: GrooveConfig, embedder: Any, work_bytes: int, waiting: Callable[[], int]
+) -> bool:
     """Whether a run that reads ``work_bytes`` embeds in a child, by ``[embedder]
     own_process``: ``"auto"`` for an embedder that says it computes in this process
-    (``cpu_bound``) and a run of at least :data:`OWN_PROCESS_BYTES`."""
+    (``cpu_bound``) and a run that reads at least :data:`OWN_PROCESS_BYTES` or starts with
+    at least :data:`OWN_PROCESS_CHUNKS` chunks waiting for a vector (``waiting()``, asked
+    only then)."""
     mode = config.embedder.own_process
     if mode == "never" or not available():
         return False
     if mode == "always":
         return True
-    return bool(getattr(embedder, "cpu_bound", False)) and work_bytes >= OWN_PROCESS_BYTES
+    if not getattr(embedder, "cpu_bound", False):
+        return False
+    return work_bytes >= OWN_PROCESS_BYTES or waiting() >= OWN_PROCESS_CHUNKS
+
+
+@contextlib.contextmanager
+def run_embedder(
+    config: GrooveConfig,
+    embedder: Any,
+    *,
+    allowed: bool,
+    work_bytes: int,
+    waiting: Callable[[], int],
+    warnings: list[tuple[str, str]],
+) -> Iterator[Any]:
+    """The embedder for one run: ``embedder``, or an :class:`EmbedderProcess` of it when
+    ``allowed`` (the plugins are installed ones) and :func:`wanted`; closed when the run
+    ends, its warning (the run embedded here after all) added to ``warnings``."""
+    if not (allowed and wanted(config, embedder, work_bytes, waiting)):
+        yield embedder
+        return
+    worker = EmbedderProcess(config, embedder)
+    try:
+        yield worker
+    finally:
+        worker.close()
+        if worker.warning is not None:
+            warnings.append(("[embedder] own_process", worker.warning))
 
 
 class _NoChild(Exception):
@@ -68,7 +103,7 @@ class _NoChild(Exception):
 class EmbedderProcess:
     """An embedder whose batches are embedded by a child process (see the module's doc).
 
-    It is ``embedder``, the parent's: the same identity and dimension. The child starts on
+    It is ``embedder``, the parent process's: the same identity and dimension. The child starts on
     the first batch, in the thread that asks for it (the indexer's embedding thread), so the
     run's first files are written meanwhile. A child that cannot start or build the
     embedder leaves the run to ``embedder`` in this process, as without a child, and
@@ -122,7 +157,10 @@ class EmbedderProcess:
                 conn.send(("embed", list(texts)))
                 reply = conn.recv()
             except (EOFError, OSError):
-                raise EmbedderError(self._died()) from None
+                raise EmbedderError(
+                    f'{self._died()}; [embedder] own_process = "never" embeds in the run\'s '
+                    "own process"
+                ) from None
             answered: np.ndarray = _answer(reply)
             return answered
 
@@ -134,15 +172,18 @@ class EmbedderProcess:
     def _start(self) -> Connection:
         from multiprocessing.connection import Connection
 
+        identity = self.identity  # the parent process's: an embedder that cannot say fails here
         mine, theirs = socket.socketpair()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "groove_core.embed_child", str(theirs.fileno())],
+                # -P: nothing importable from the folder groove runs in (a numpy.py there,
+                # a checkout of groove) shadows what the child imports.
+                [sys.executable, "-P", "-m", "groove_core.embed_child", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
                 # Never this process's standard output: an MCP stdio server speaks there.
                 stdout=2,
-                # Not the terminal's process group: a Ctrl-C is the parent's to handle,
+                # Not the terminal's process group: a Ctrl-C is the parent process's to handle,
                 # which then closes the socket.
                 start_new_session=True,
             )
@@ -158,11 +199,15 @@ class EmbedderProcess:
         except (EOFError, OSError):
             conn.close()
             raise _NoChild(self._died()) from None
+        except BaseException:
+            conn.close()
+            self._reap(0)
+            raise
         problem = None
         if ready[0] != "ready":
             problem = f"the embedding process could not make the embedder: {ready[1]}"
-        elif ready[1] != self.identity:
-            problem = f"the embedding process made the embedder {ready[1]}, not {self.identity}"
+        elif ready[1] != identity:
+            problem = f"the embedding process made the embedder {ready[1]}, not {identity}"
         if problem is not None:
             conn.close()
             self._reap()
@@ -186,14 +231,23 @@ class EmbedderProcess:
             return proc.wait()
 
     def close(self) -> None:
-        """End the child (it exits when its socket closes; killed if it does not)."""
+        """End the child: it exits when its socket closes (killed if it does not within
+        seconds). A batch still in flight (the run interrupted while waiting for it) is not
+        waited for: the child is killed, and the waiting embedding ends with an error."""
         self._closed = True
-        with self._lock:
+        if not self._lock.acquire(blocking=False):
+            proc = self._proc
+            if proc is not None:
+                proc.kill()
+            self._lock.acquire()
+        try:
             conn, self._conn = self._conn, None
             if conn is not None:
                 conn.close()
             self._reap()
             self._proc = None
+        finally:
+            self._lock.release()
 
 
 def _answer(reply: tuple[Any, ...]) -> Any:
@@ -202,9 +256,19 @@ def _answer(reply: tuple[Any, ...]) -> Any:
     raise EmbedderError(str(reply[1]))
 
 
+def _pickled(message: tuple[Any, ...]) -> bytes:
+    """``message`` as :meth:`Connection.send` would send it (pickled first, so that what
+    cannot be pickled is an error here, before anything is written)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    return bytes(ForkingPickler.dumps(message))
+
+
 def serve(conn: Connection, make: Callable[[GrooveConfig], Any]) -> None:
-    """The child's work: build the embedder from the parent's configuration (``make``),
+    """The child's work: build the embedder from the parent process's configuration (``make``),
     then answer batches until the parent closes the socket."""
+    import numpy as np
+
     from groove_core.errors import GrooveError
 
     try:
@@ -226,12 +290,13 @@ def serve(conn: Connection, make: Callable[[GrooveConfig], Any]) -> None:
         except EOFError:
             return
         try:
-            vectors = embedder.embed_documents(texts)
+            # An array, whatever the embedder returned (a tensor would make the parent
+            # import its library to unpickle it); the parent checks it as always.
+            vectors = np.asarray(embedder.embed_documents(texts))
+            answer = _pickled(("vectors", vectors))
         except GrooveError as err:
-            conn.send(("error", str(err)))
-            continue
+            answer = _pickled(("error", str(err)))
         except Exception as err:  # reported to the parent, which raises it
             failed = f"the embedder {embedder.identity} failed: {type(err).__name__}: {err}"
-            conn.send(("error", failed))
-            continue
-        conn.send(("vectors", vectors))
+            answer = _pickled(("error", failed))
+        conn.send_bytes(answer)

@@ -598,11 +598,36 @@ class Indexer:
         self._report_progress("", 0, len(files))
         kept: set[str] = set()
         touched: list[tuple[str, int, int]] = []
-        embedder: Embedder = self.embedder
-        worker = None
-        if self.own_process and embed_worker.wanted(self.config, embedder, self._work_total):
-            worker = embed_worker.EmbedderProcess(self.config, embedder)
-            embedder = worker
+        with embed_worker.run_embedder(
+            self.config,
+            self.embedder,
+            allowed=self.own_process,
+            work_bytes=self._work_total,
+            waiting=self.store.pending_vectors,
+            warnings=self.report.warnings,
+        ) as embedder:
+            passed = self._passes(files, states, kept, touched, started, embedder)
+        self.report.chunks_embedded += passed.embedded
+        self.report.embed_seconds += passed.seconds
+        self.report.warnings.extend(passed.warnings)
+        self.report.vectors_pending = self.store.pending_vectors()
+        counts = self.store.counts()
+        self.report.documents_total = counts["documents"]
+        self.report.chunks_total = counts["chunks"]
+        self.report.seconds = time.perf_counter() - started
+        return self.report
+
+    def _passes(
+        self,
+        files: list[SourceFile],
+        states: dict[str, DocState],
+        kept: set[str],
+        touched: list[tuple[str, int, int]],
+        started: float,
+        embedder: Embedder,
+    ) -> VectorPass:
+        """The lexical pass over ``files`` with the vector pass beside it, then the rest
+        of the vector pass."""
         vectors = VectorPipeline(
             self.store, embedder, self.config.embedder.batch_size, progress=self.progress
         )
@@ -621,24 +646,9 @@ class Indexer:
                 vectors.poll()
             self._flush()
             self._finish_lexical(states, kept, touched, started)
-            passed = vectors.drain(self.stop)
+            return vectors.drain(self.stop)
         finally:
-            try:
-                vectors.close()
-            finally:
-                if worker is not None:
-                    worker.close()
-                    if worker.warning is not None:
-                        self.report.warnings.append(("[embedder] own_process", worker.warning))
-        self.report.chunks_embedded += passed.embedded
-        self.report.embed_seconds += passed.seconds
-        self.report.warnings.extend(passed.warnings)
-        self.report.vectors_pending = self.store.pending_vectors()
-        counts = self.store.counts()
-        self.report.documents_total = counts["documents"]
-        self.report.chunks_total = counts["chunks"]
-        self.report.seconds = time.perf_counter() - started
-        return self.report
+            vectors.close()
 
     def _finish_lexical(
         self,
