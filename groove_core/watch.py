@@ -110,6 +110,8 @@ class Watcher:
         except Exception as err:  # keep watching: the next change may fix it
             log.error("re-index failed", error=str(err))
             self.pending = 0  # retried on the next change, not on every poll
+            # Its changes are told with the next run's, which starts from the same tree.
+            self._before = before
             return
         finally:
             self._progress = None
@@ -169,7 +171,8 @@ class Watcher:
         settled = current if current == last else self._settle(current)
         if not self.stop.is_set():
             self._baseline = settled
-            self._before = last
+            if self._before is None:  # else a failed run's tree, whose changes are untold
+                self._before = last
             self._reindex()
         return settled
 

@@ -7,6 +7,9 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from groove_core.app import Groove
 from groove_core.storage import StoreError
@@ -185,3 +188,33 @@ def test_the_watcher_survives_loops_fifos_and_a_broken_ignore_file(tmp_path: Pat
         _unblock(fifo)
         thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+def test_changes_of_a_failed_reindex_are_told_with_the_next_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A re-index that fails (a full disk, a model server away) changes nothing in the
+    index; the changes it was for are told with the next run's, not lost (an MCP client
+    subscribed to a document would never hear it changed)."""
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    told: list[tuple[list[str], list[str], list[str]]] = []
+    watcher = Watcher(
+        Groove.open(kb), debounce=0.01, on_changes=lambda a, m, r: told.append((a, m, r))
+    )
+    watcher._baseline = watcher.snapshot()
+    watcher._reindex()
+    last = watcher.snapshot()
+    real = watcher.app.index
+
+    def fails(**args: Any) -> Any:
+        raise StoreError("no space left on the device")
+
+    os.utime(kb / "a.md", ns=(1, 1))
+    monkeypatch.setattr(watcher.app, "index", fails)
+    last = watcher._cycle(last)
+    assert told == [] and watcher.runs == 1
+    (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+    monkeypatch.setattr(watcher.app, "index", real)
+    watcher._cycle(last)
+    assert watcher.runs == 2
+    assert told == [(["b.md"], ["a.md"], [])]
