@@ -103,9 +103,9 @@ class _NoChild(Exception):
 class EmbedderProcess:
     """An embedder whose batches are embedded by a child process (see the module's doc).
 
-    It is ``embedder``, the parent process's: the same identity and dimension. The child starts on
-    the first batch, in the thread that asks for it (the indexer's embedding thread), so the
-    run's first files are written meanwhile. A child that cannot start or build the
+    It is ``embedder``, the parent process's: the same identity and dimension. The child
+    starts on the first batch, in the thread that asks for it (the indexer's embedding
+    thread), so the run's first files are written meanwhile. A child that cannot start or build the
     embedder leaves the run to ``embedder`` in this process, as without a child, and
     :attr:`warning` says why; one that dies later is an :class:`EmbedderError` (the chunks
     left keep no vector until the next run). Batches are asked one at a time, as the
@@ -172,7 +172,7 @@ class EmbedderProcess:
     def _start(self) -> Connection:
         from multiprocessing.connection import Connection
 
-        identity = self.identity  # the parent process's: an embedder that cannot say fails here
+        identity = self.identity  # the parent process's (one that cannot say fails here)
         mine, theirs = socket.socketpair()
         try:
             self._proc = subprocess.Popen(
