@@ -201,3 +201,38 @@ def test_a_client_that_sends_slowly_does_not_hold_the_others(
         slow.close()
     assert answer is not None and answer["code"] == 0
     assert waited < warm_server.REQUEST_SECONDS + 5, waited
+
+
+def test_a_package_installed_under_a_background_server_stops_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A plugin (or groove) installed, upgraded or removed after the server started: it
+    still runs the code it imported, so it answers no command (the client runs it alone,
+    with the new code) and a background one stops."""
+    site = tmp_path / "site-packages"
+    (site / "groove_core-0.1.0.dist-info").mkdir(parents=True)
+    monkeypatch.syspath_prepend(str(site))
+    source = tmp_path / "source"  # a folder on the path without packages: not watched
+    source.mkdir()
+    monkeypatch.syspath_prepend(str(source))
+    kb = make_kb(tmp_path / "notes", config=CONFIG)
+    app = Groove.open(kb)
+    app.index()
+    stopped = threading.Event()
+    listener = warm_server.LocalServer([(kb, None, app)], background=True, on_stop=stopped.set)
+    assert listener.start() is not None and listener.path is not None
+    try:
+        answer = warm._ask(listener.path, _run(["status"], kb))
+        assert answer is not None and answer.get("code") == 0, answer
+        time.sleep(0.01)  # a coarse file-system clock still sees the folder change
+        (source / "notes.txt").write_text("a file in a source folder", encoding="utf-8")
+        answer = warm._ask(listener.path, _run(["status"], kb))
+        assert answer is not None and answer.get("code") == 0, answer
+        (site / "groove_newplugin-1.0.dist-info").mkdir()
+        answer = warm._ask(listener.path, _run(["status"], kb))
+        assert answer == {
+            "refused": "a package was installed, upgraded or removed since the server started"
+        }
+        assert stopped.wait(5)
+    finally:
+        listener.close()

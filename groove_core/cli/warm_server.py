@@ -11,9 +11,10 @@ import os
 import socket
 import stat
 import struct
+import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,8 @@ class Held:
     #: Each KB folder's identity at start (device, inode): a folder deleted since, or
     #: moved away with another moved to its path, is no longer the KB held.
     folders: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
+    #: The folders Python imports from, as they were at start (:func:`installation`).
+    installed: dict[str, int | None] = field(default_factory=dict)
 
     def get(self, kb: Path, config_path: Path | None) -> Any:
         key = (kb.expanduser().resolve(), config_path.resolve() if config_path else None)
@@ -57,7 +60,40 @@ class Held:
         for path, seen in self.config_files.items():
             if _file_state(path) != seen:
                 return f"{path} changed since the server started"
+        if installation(self.installed) != self.installed:
+            return "a package was installed, upgraded or removed since the server started"
         return None
+
+
+def installation(folders: Iterable[str] | None = None) -> dict[str, int | None]:
+    """The modification time of each folder packages are installed in (``folders``, or
+    those of ``sys.path`` that hold a ``.dist-info``): installing, upgrading or removing a
+    package (groove, a plugin) adds or removes an entry there, which changes the folder's
+    time, while the server keeps running the code it imported. A few stat calls per
+    command. Not the server's own folder, nor a source folder, where other files come and
+    go."""
+    paths = _package_folders() if folders is None else list(folders)
+    times: dict[str, int | None] = {}
+    for path in paths:
+        try:
+            times[path] = os.stat(path).st_mtime_ns
+        except OSError:
+            times[path] = None
+    return times
+
+
+def _package_folders() -> list[str]:
+    found = []
+    for path in sys.path:
+        if not os.path.isabs(path):
+            continue
+        try:
+            with os.scandir(path) as entries:
+                if any(e.name.endswith((".dist-info", ".egg-info")) for e in entries):
+                    found.append(path)
+        except OSError:
+            continue
+    return found
 
 
 def _folder_id(path: Path) -> tuple[int, int] | None:
@@ -116,6 +152,7 @@ class LocalServer:
         self.held = Held(
             {(kb.resolve(), cfg.resolve() if cfg else None): app for kb, cfg, app in apps}
         )
+        self.held.installed = installation()
         for kb, cfg, _ in apps:
             self.held.folders[kb.resolve()] = _folder_id(kb.resolve())
             for path in (cfg, kb / "groove.toml"):
