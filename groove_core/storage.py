@@ -218,9 +218,12 @@ class SearchStore(Protocol):
         unknown document. Cost: the document's chunks."""
         ...
 
-    def documents(self) -> list[DocumentRow]:
-        """Every indexed document, ordered by path. Cost: scan of the documents (not of
-        the chunks); call it once per query at most."""
+    def documents(self, *, after: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+        """Every indexed document, ordered by path (code point order); with ``after``, only
+        those whose path comes after it, and at most ``limit`` of them: a page that the
+        last path of the one before continues (paths added or removed meanwhile neither
+        shift nor repeat it). Cost: scan of the documents (not of the chunks), a page's
+        worth with ``limit``; call it once per query at most."""
         ...
 
     def chunk_ids_for_docs(self, doc_ids: Iterable[int]) -> frozenset[int]:

@@ -642,6 +642,19 @@ class BackendContract:
         assert store.incomplete() is None
         assert store.counts()["documents"] == len(BILINGUAL)
 
+    def test_documents_are_listed_a_page_at_a_time(self, request: Any, tmp_path: Path) -> None:
+        files = {"b.md": "# B\n\nb\n", "a.md": "# A\n\na\n", "Z.md": "# Z\n\nz\n",
+                 "é.md": "# E\n\ne\n", "d/c.md": "# C\n\nc\n"}  # fmt: skip
+        store = open_kb(self.kb(request, tmp_path / "kb", files)).store
+        every = store.documents()
+        paths = [d.path for d in every]
+        assert paths == sorted(files)  # code point order: "Z" before "a", "é" last
+        assert store.documents(limit=2) == every[:2]
+        assert store.documents(after="a.md", limit=2) == every[2:4]
+        assert store.documents(after="b", limit=10) == every[2:]  # a path not indexed
+        assert store.documents(after="é.md") == []
+        assert store.documents(after="", limit=0) == []
+
     def test_rebuild_and_reembed_swap_in_a_whole_index(self, request: Any, tmp_path: Path) -> None:
         app = open_kb(self.kb(request, tmp_path / "kb"))
         before = _content(app)

@@ -120,6 +120,45 @@ def test_a_bad_cursor_is_refused(kb: Path) -> None:
     assert "invalid cursor" in drive_mcp(build_mcp_server(open_kb(kb)), scenario)
 
 
+def test_paging_goes_on_from_the_last_path_listed(
+    kb: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Documents added or removed between two pages shift nothing: the cursor holds the
+    last path listed, not a count. Across several KBs, each in turn."""
+    monkeypatch.setattr(resources, "PAGE_SIZE", 2)
+    other = make_kb(tmp_path / "handbook", {"x.md": "# X\n\nx\n", "y.md": "# Y\n\ny\n"},
+                    config=CONFIG)  # fmt: skip
+    notes = open_kb(kb)
+    source = resources.DocumentSource(
+        [NamedKb("notes", notes), NamedKb("handbook", open_kb(other))], pool=None, budget=1000
+    )  # type: ignore[arg-type]
+    first, cursor = source._page(*resources._position(None, 2))
+    assert [r.name for r in first] == ["a.md", "b.md"]
+    (kb / "0-new.md").write_text("# New\n\nnew\n", encoding="utf-8")  # before the cursor
+    (kb / "a.md").unlink()
+    notes.index()
+    second, cursor = source._page(*resources._position(cursor, 2))
+    assert [r.name for r in second] == ["notes/c.md", "日本語/メモ.md"]
+    assert cursor is not None  # the next KB follows
+    third, cursor = source._page(*resources._position(cursor, 2))
+    assert [r.uri for r in third] == ["groove://handbook/x.md", "groove://handbook/y.md"]
+    assert cursor is None
+
+
+@pytest.mark.parametrize(
+    "cursor",
+    [
+        resources._cursor(5, None),  # a KB not served
+        resources._cursor(-1, "a.md"),
+        "W1swLCAxXV0=",  # [[0, 1]]
+        resources._cursor(0, "x" * 20_000),  # longer than any path
+    ],
+)
+def test_a_forged_cursor_is_refused(cursor: str) -> None:
+    with pytest.raises(resources.ResourceError, match="invalid cursor"):
+        resources._position(cursor, 1)
+
+
 def test_several_kbs_list_and_read_each_under_its_name(kb: Path, tmp_path: Path) -> None:
     other = make_kb(tmp_path / "handbook", {"a.md": "# Handbook A\n\nother text\n"}, config=CONFIG)
     kbs = [NamedKb("notes", open_kb(kb)), NamedKb("handbook", open_kb(other))]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import json
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -69,29 +70,33 @@ class DocumentSource:
         ]
 
     async def page(self, cursor: str | None) -> tuple[list[Resource], str | None]:
-        start = _offset(cursor)
-        return await self.pool.run(self._page, start)
+        position = _position(cursor, len(self.kbs))
+        return await self.pool.run(self._page, *position)
 
-    def _page(self, start: int) -> tuple[list[Resource], str | None]:
+    def _page(self, first: int, after: str | None) -> tuple[list[Resource], str | None]:
+        """Up to PAGE_SIZE documents from the ``first`` KB on, after the path ``after`` in
+        it: each KB's documents by path, read a page at a time (the cursor holds the last
+        path listed, so a document added or removed meanwhile shifts nothing)."""
         listed: list[Resource] = []
-        seen = 0
-        for kb in self.kbs:
-            docs = kb.app.store.documents()
-            if start >= seen + len(docs):
-                seen += len(docs)
-                continue
-            for doc in docs[max(start - seen, 0) :]:
-                if len(listed) == PAGE_SIZE:
-                    return listed, _cursor(start + len(listed))
-                listed.append(
-                    Resource(
-                        name=doc.path,
-                        title=doc.title or None,
-                        uri=document_uri(kb.name, doc.path),
-                        mime_type=MIME,
-                    )
+        for number in range(first, len(self.kbs)):
+            kb = self.kbs[number]
+            wanted = PAGE_SIZE - len(listed)
+            # one more than fits: whether this KB goes on after the page
+            docs = kb.app.store.documents(after=after, limit=wanted + 1)
+            listed.extend(
+                Resource(
+                    name=doc.path,
+                    title=doc.title or None,
+                    uri=document_uri(kb.name, doc.path),
+                    mime_type=MIME,
                 )
-            seen += len(docs)
+                for doc in docs[:wanted]
+            )
+            if len(docs) > wanted:
+                return listed, _cursor(number, docs[wanted - 1].path)
+            after = None
+            if len(listed) == PAGE_SIZE and number + 1 < len(self.kbs):
+                return listed, _cursor(number + 1, None)
         return listed, None
 
     async def read(self, uri: str) -> str:
@@ -143,19 +148,31 @@ def fit_text(text: str, budget: int, rel: str) -> str:
     )
 
 
-def _cursor(offset: int) -> str:
-    return base64.urlsafe_b64encode(f"o:{offset}".encode()).decode()
+#: The longest cursor taken: a KB's number and a path (paths are bounded by the file system).
+MAX_CURSOR = 16_384
 
 
-def _offset(cursor: str | None) -> int:
+def _cursor(kb: int, after: str | None) -> str:
+    """Where the next page starts: the ``kb``-th served KB, after the path ``after``."""
+    return base64.urlsafe_b64encode(json.dumps([kb, after]).encode()).decode()
+
+
+def _position(cursor: str | None, kbs: int) -> tuple[int, str | None]:
     if not cursor:
-        return 0
-    try:
-        text = base64.urlsafe_b64decode(cursor[:64].encode()).decode()
-        if text.startswith("o:") and text[2:].isdigit():
-            return int(text[2:])
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        pass
+        return 0, None
+    if len(cursor) <= MAX_CURSOR:
+        try:
+            held = json.loads(base64.urlsafe_b64decode(cursor.encode()).decode())
+        except (binascii.Error, UnicodeDecodeError, ValueError):
+            held = None
+        if (
+            isinstance(held, list)
+            and len(held) == 2
+            and type(held[0]) is int
+            and 0 <= held[0] < kbs
+            and (held[1] is None or isinstance(held[1], str))
+        ):
+            return held[0], held[1]
     raise ResourceError("invalid cursor: pass back the nextCursor of the previous page")
 
 

@@ -1231,11 +1231,14 @@ class Store:
         )
         return [document_chunk_row(r) for r in rows]
 
-    def documents(self) -> list[DocumentRow]:
-        """Every indexed document, by path."""
+    def documents(self, *, after: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+        """Every indexed document, by path (``after`` and ``limit``: one page of them)."""
+        where, args = ("WHERE d.path > ? ", (after,)) if after is not None else ("", ())
         rows = self.conn.execute(
             "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "
-            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d ORDER BY d.path"
+            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id) FROM documents d "
+            f"{where}ORDER BY d.path LIMIT ?",
+            (*args, -1 if limit is None else limit),
         )
         return [
             DocumentRow(

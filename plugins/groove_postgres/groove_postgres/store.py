@@ -1849,14 +1849,17 @@ class PostgresStore:
             ).fetchall()
         return [document_chunk_row(r) for r in rows]
 
-    def documents(self) -> list[DocumentRow]:
-        """Every indexed document, by path in code point order (as SQLite's BINARY)."""
+    def documents(self, *, after: str | None = None, limit: int | None = None) -> list[DocumentRow]:
+        """Every indexed document, by path in code point order (as SQLite's BINARY);
+        ``after`` and ``limit``: one page of them."""
+        where, args = ('AND d.path COLLATE "C" > %s ', (after,)) if after is not None else ("", ())
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "
                 f"(SELECT count(*) FROM {self._s}.chunks c WHERE c.doc_id = d.id) "
-                f'FROM {self._s}.documents d WHERE d.kb = %s ORDER BY d.path COLLATE "C"',
-                (self.kb_id,),
+                f"FROM {self._s}.documents d WHERE d.kb = %s {where}"
+                'ORDER BY d.path COLLATE "C" LIMIT %s',
+                (self.kb_id, *args, limit),
             ).fetchall()
         return [
             DocumentRow(
