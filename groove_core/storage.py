@@ -222,8 +222,9 @@ class SearchStore(Protocol):
         """Every indexed document, ordered by path (code point order); with ``after``, only
         those whose path comes after it, and at most ``limit`` of them: a page that the
         last path of the one before continues (paths added or removed meanwhile neither
-        shift nor repeat it). Cost: scan of the documents (not of the chunks), a page's
-        worth with ``limit``; call it once per query at most."""
+        shift nor repeat it); ``limit`` below 0 is a ValueError. Cost: scan of the
+        documents (not of the chunks), a page's worth with ``limit``; call it once per
+        query at most."""
         ...
 
     def chunk_ids_for_docs(self, doc_ids: Iterable[int]) -> frozenset[int]:

@@ -654,6 +654,12 @@ class BackendContract:
         assert store.documents(after="b", limit=10) == every[2:]  # a path not indexed
         assert store.documents(after="é.md") == []
         assert store.documents(after="", limit=0) == []
+        try:
+            store.documents(limit=-1)
+        except ValueError as err:
+            assert "limit must be 0 or more" in str(err)
+        else:
+            raise AssertionError("a negative limit was taken")
 
     def test_rebuild_and_reembed_swap_in_a_whole_index(self, request: Any, tmp_path: Path) -> None:
         app = open_kb(self.kb(request, tmp_path / "kb"))

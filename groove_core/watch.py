@@ -30,6 +30,11 @@ ChangesFn = Callable[[list[str], list[str], list[str]], None]
 
 log = get_logger("groove.watch")
 
+#: A failed re-index is tried again after this many seconds without a change, doubled after
+#: each failure in a row up to RETRY_MAX_SECONDS (a model server away, a full disk).
+RETRY_SECONDS = 5.0
+RETRY_MAX_SECONDS = 600.0
+
 
 class Watcher:
     """Re-indexes ``app``'s knowledge base whenever the files its loaders read change.
@@ -66,6 +71,9 @@ class Watcher:
         self.pending = 0
         #: The tree the next run indexes: its vector pass stops when the tree differs.
         self._baseline: Snapshot | None = None
+        #: Runs failed in a row, and when to try again without a change (monotonic).
+        self._failures = 0
+        self._retry_at: float | None = None
 
     def snapshot(self) -> Snapshot:
         skipped: list[tuple[str, str]] = []
@@ -107,15 +115,20 @@ class Watcher:
             report = self.app.index(
                 stop=self._interrupter(self._baseline), progress=self._on_progress
             )
-        except Exception as err:  # keep watching: the next change may fix it
-            log.error("re-index failed", error=str(err))
-            self.pending = 0  # retried on the next change, not on every poll
-            # Its changes are told with the next run's, which starts from the same tree.
+        except Exception as err:  # keep watching: a later run may succeed
+            self._failures += 1
+            wait = min(RETRY_MAX_SECONDS, RETRY_SECONDS * 2 ** (self._failures - 1))
+            self._retry_at = time.monotonic() + wait
+            log.error("re-index failed", error=str(err), retry_seconds=wait)
+            self.pending = 0  # tried again on the next change or after the wait, not every poll
+            # What it wrote stays (an update writes each batch searchable before embedding
+            # it); its changes are told with the run that succeeds, from the same tree.
             self._before = before
             return
         finally:
             self._progress = None
         self.runs += 1
+        self._failures, self._retry_at = 0, None
         self.pending = report.vectors_pending
         log.info(
             "re-indexed",
@@ -166,7 +179,8 @@ class Watcher:
     def _cycle(self, last: Snapshot | None) -> Snapshot:
         """One poll: re-index when the tree changed; the snapshot to compare the next with."""
         current = self.snapshot()
-        if current == last and not self.pending:
+        due = self._retry_at is not None and time.monotonic() >= self._retry_at
+        if current == last and not self.pending and not due:
             return current
         settled = current if current == last else self._settle(current)
         if not self.stop.is_set():

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import base64
 import threading
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,9 @@ def test_paging_goes_on_from_the_last_path_listed(
         resources._cursor(-1, "a.md"),
         "W1swLCAxXV0=",  # [[0, 1]]
         resources._cursor(0, "x" * 20_000),  # longer than any path
+        base64.urlsafe_b64encode(b"[" * 5000).decode(),  # nested too deep
+        base64.urlsafe_b64encode(b'[0, "\\ud800"]').decode(),  # a lone surrogate
+        resources._cursor(0, "a\x00b"),  # a NUL no database takes
     ],
 )
 def test_a_forged_cursor_is_refused(cursor: str) -> None:

@@ -206,15 +206,17 @@ def test_a_client_that_sends_slowly_does_not_hold_the_others(
 def test_a_package_installed_under_a_background_server_stops_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A plugin (or groove) installed, upgraded or removed after the server started: it
-    still runs the code it imported, so it answers no command (the client runs it alone,
-    with the new code) and a background one stops."""
+    """A plugin (or groove, even at the same version) installed, upgraded or removed after
+    the server started: it still runs the code it imported, so it answers no command (the
+    client runs it alone, with the new code) and a background one stops. Other files in
+    the folders Python imports from do not count."""
     site = tmp_path / "site-packages"
-    (site / "groove_core-0.1.0.dist-info").mkdir(parents=True)
-    monkeypatch.syspath_prepend(str(site))
-    source = tmp_path / "source"  # a folder on the path without packages: not watched
+    record = site / "groove_core-0.1.0.dist-info"
+    record.mkdir(parents=True)
+    source = tmp_path / "source"
     source.mkdir()
-    monkeypatch.syspath_prepend(str(source))
+    # after sys.path[0], which is the script's or working folder and is not watched
+    monkeypatch.setattr(sys, "path", [sys.path[0], str(site), str(source), *sys.path[1:]])
     kb = make_kb(tmp_path / "notes", config=CONFIG)
     app = Groove.open(kb)
     app.index()
@@ -222,13 +224,12 @@ def test_a_package_installed_under_a_background_server_stops_it(
     listener = warm_server.LocalServer([(kb, None, app)], background=True, on_stop=stopped.set)
     assert listener.start() is not None and listener.path is not None
     try:
+        (source / "notes.txt").write_text("a file beside the packages", encoding="utf-8")
+        (site / "module.py").write_text("x = 1\n", encoding="utf-8")
         answer = warm._ask(listener.path, _run(["status"], kb))
         assert answer is not None and answer.get("code") == 0, answer
-        time.sleep(0.01)  # a coarse file-system clock still sees the folder change
-        (source / "notes.txt").write_text("a file in a source folder", encoding="utf-8")
-        answer = warm._ask(listener.path, _run(["status"], kb))
-        assert answer is not None and answer.get("code") == 0, answer
-        (site / "groove_newplugin-1.0.dist-info").mkdir()
+        record.rmdir()  # reinstalled at the same version: a new record
+        record.mkdir()
         answer = warm._ask(listener.path, _run(["status"], kb))
         assert answer == {
             "refused": "a package was installed, upgraded or removed since the server started"
@@ -236,3 +237,14 @@ def test_a_package_installed_under_a_background_server_stops_it(
         assert stopped.wait(5)
     finally:
         listener.close()
+
+
+def test_a_package_installed_where_none_was_counts(tmp_path: Path) -> None:
+    folder = tmp_path / "target"
+    before = warm_server.installation([str(folder)])
+    folder.mkdir()
+    created = warm_server.installation([str(folder)])
+    (folder / "groove_plugin-1.0.dist-info").mkdir()
+    assert before == {str(folder): None}
+    assert created == {str(folder): frozenset()}
+    assert warm_server.installation([str(folder)]) not in (before, created)

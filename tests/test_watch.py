@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from groove_core import watch
 from groove_core.app import Groove
 from groove_core.storage import StoreError
 from groove_core.testing import make_kb, open_kb
@@ -193,9 +194,9 @@ def test_the_watcher_survives_loops_fifos_and_a_broken_ignore_file(tmp_path: Pat
 def test_changes_of_a_failed_reindex_are_told_with_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A re-index that fails (a full disk, a model server away) changes nothing in the
-    index; the changes it was for are told with the next run's, not lost (an MCP client
-    subscribed to a document would never hear it changed)."""
+    """A re-index that fails (a full disk, a model server away) may have written part of
+    its files; the changes it was for are told with the run that succeeds, not lost (an MCP
+    client subscribed to a document would never hear it changed)."""
     kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
     told: list[tuple[list[str], list[str], list[str]]] = []
     watcher = Watcher(
@@ -218,3 +219,41 @@ def test_changes_of_a_failed_reindex_are_told_with_the_next_one(
     watcher._cycle(last)
     assert watcher.runs == 2
     assert told == [(["b.md"], ["a.md"], [])]
+
+
+def test_a_failed_reindex_is_tried_again_without_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing changes after the failure (the edit is done, or the model server comes
+    back): the run is tried again after a wait that doubles with each failure."""
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    told: list[tuple[list[str], list[str], list[str]]] = []
+    watcher = Watcher(
+        Groove.open(kb), debounce=0.01, on_changes=lambda a, m, r: told.append((a, m, r))
+    )
+    watcher._baseline = watcher.snapshot()
+    watcher._reindex()
+    last = watcher.snapshot()
+    real = watcher.app.index
+    calls: list[int] = []
+
+    def fails(**args: Any) -> Any:
+        calls.append(1)
+        raise StoreError("the model server is away")
+
+    (kb / "b.md").write_text("# B\n\nbravo\n", encoding="utf-8")
+    monkeypatch.setattr(watcher.app, "index", fails)
+    monkeypatch.setattr(watch, "RETRY_SECONDS", 0.2)
+    last = watcher._cycle(last)
+    assert len(calls) == 1 and watcher._retry_at is not None
+    last = watcher._cycle(last)  # too soon: nothing changed, no run
+    assert len(calls) == 1
+    time.sleep(0.25)
+    last = watcher._cycle(last)  # due: tried again, and failed again
+    assert len(calls) == 2
+    assert watcher._retry_at - time.monotonic() > 0.3  # the wait doubled
+    monkeypatch.setattr(watcher.app, "index", real)
+    watcher._retry_at = time.monotonic()
+    watcher._cycle(last)
+    assert watcher.runs == 2 and watcher._retry_at is None
+    assert told == [(["b.md"], [], [])]

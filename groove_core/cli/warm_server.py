@@ -45,8 +45,8 @@ class Held:
     #: Each KB folder's identity at start (device, inode): a folder deleted since, or
     #: moved away with another moved to its path, is no longer the KB held.
     folders: dict[Path, tuple[int, int] | None] = field(default_factory=dict)
-    #: The folders Python imports from, as they were at start (:func:`installation`).
-    installed: dict[str, int | None] = field(default_factory=dict)
+    #: The packages installed where Python imports from, at start (:func:`installation`).
+    installed: Installed = field(default_factory=dict)
 
     def get(self, kb: Path, config_path: Path | None) -> Any:
         key = (kb.expanduser().resolve(), config_path.resolve() if config_path else None)
@@ -65,35 +65,36 @@ class Held:
         return None
 
 
-def installation(folders: Iterable[str] | None = None) -> dict[str, int | None]:
-    """The modification time of each folder packages are installed in (``folders``, or
-    those of ``sys.path`` that hold a ``.dist-info``): installing, upgrading or removing a
-    package (groove, a plugin) adds or removes an entry there, which changes the folder's
-    time, while the server keeps running the code it imported. A few stat calls per
-    command. Not the server's own folder, nor a source folder, where other files come and
-    go."""
-    paths = _package_folders() if folders is None else list(folders)
-    times: dict[str, int | None] = {}
-    for path in paths:
-        try:
-            times[path] = os.stat(path).st_mtime_ns
-        except OSError:
-            times[path] = None
-    return times
+#: Per folder packages may be installed in: each ``.dist-info``/``.egg-info`` entry's
+#: (name, inode, modification time), or None when the folder is not there.
+Installed = dict[str, frozenset[tuple[str, int, int]] | None]
 
 
-def _package_folders() -> list[str]:
-    found = []
-    for path in sys.path:
-        if not os.path.isabs(path):
-            continue
+def installation(folders: Iterable[str] | None = None) -> Installed:
+    """The installed packages' records in each folder Python imports from (``folders``,
+    or ``sys.path``'s, :func:`_import_folders`): installing, upgrading or removing a
+    package (groove, a plugin, even at the same version) adds, replaces or removes its
+    record, while the server keeps running the code it imported. Other files in those
+    folders do not count. A listing of a few folders per command."""
+    found: Installed = {}
+    for path in _import_folders() if folders is None else folders:
         try:
             with os.scandir(path) as entries:
-                if any(e.name.endswith((".dist-info", ".egg-info")) for e in entries):
-                    found.append(path)
+                found[path] = frozenset(
+                    (e.name, e.inode(), e.stat().st_mtime_ns)
+                    for e in entries
+                    if e.name.endswith((".dist-info", ".egg-info"))
+                )
         except OSError:
-            continue
+            found[path] = None
     return found
+
+
+def _import_folders() -> list[str]:
+    """``sys.path``'s absolute entries that are folders, less the script's or working
+    folder Python puts first (a KB or a project, whose files come and go)."""
+    paths = sys.path if sys.flags.safe_path else sys.path[1:]
+    return [p for p in paths if os.path.isabs(p) and os.path.isdir(p)]
 
 
 def _folder_id(path: Path) -> tuple[int, int] | None:

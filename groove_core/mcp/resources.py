@@ -152,9 +152,19 @@ def fit_text(text: str, budget: int, rel: str) -> str:
 MAX_CURSOR = 16_384
 
 
+def _storable(path: str) -> bool:
+    """Whether ``path`` could be a stored path: UTF-8 text without NUL (a lone surrogate
+    or a NUL fails in the database, not as a refused cursor)."""
+    try:
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in path
+
+
 def _cursor(kb: int, after: str | None) -> str:
     """Where the next page starts: the ``kb``-th served KB, after the path ``after``."""
-    return base64.urlsafe_b64encode(json.dumps([kb, after]).encode()).decode()
+    return base64.urlsafe_b64encode(json.dumps([kb, after], ensure_ascii=False).encode()).decode()
 
 
 def _position(cursor: str | None, kbs: int) -> tuple[int, str | None]:
@@ -163,14 +173,14 @@ def _position(cursor: str | None, kbs: int) -> tuple[int, str | None]:
     if len(cursor) <= MAX_CURSOR:
         try:
             held = json.loads(base64.urlsafe_b64decode(cursor.encode()).decode())
-        except (binascii.Error, UnicodeDecodeError, ValueError):
+        except (binascii.Error, UnicodeDecodeError, ValueError, RecursionError):
             held = None
         if (
             isinstance(held, list)
             and len(held) == 2
             and type(held[0]) is int
             and 0 <= held[0] < kbs
-            and (held[1] is None or isinstance(held[1], str))
+            and (held[1] is None or (isinstance(held[1], str) and _storable(held[1])))
         ):
             return held[0], held[1]
     raise ResourceError("invalid cursor: pass back the nextCursor of the previous page")

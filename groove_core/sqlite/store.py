@@ -1233,6 +1233,8 @@ class Store:
 
     def documents(self, *, after: str | None = None, limit: int | None = None) -> list[DocumentRow]:
         """Every indexed document, by path (``after`` and ``limit``: one page of them)."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be 0 or more, not {limit}")
         where, args = ("WHERE d.path > ? ", (after,)) if after is not None else ("", ())
         rows = self.conn.execute(
             "SELECT d.id, d.path, d.title, d.tags, d.indexed_at, d.size, d.mtime_ns, "

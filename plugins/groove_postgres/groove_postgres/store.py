@@ -131,6 +131,12 @@ class PostgresStoreError(StoreError):
     """The PostgreSQL index cannot be used as it is; the message says why (never a password)."""
 
 
+def _documents_by_path_sql(s: str) -> str:
+    """The documents by path in code point order (the order ``documents()`` pages in; the
+    table's unique index is in the database's collation, which may be another)."""
+    return f'CREATE INDEX IF NOT EXISTS documents_by_path ON {s}.documents (kb, path COLLATE "C")'
+
+
 def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
     """The DDL, in the schema ``s`` (validated by the settings model as an identifier);
     ``toast_target``: the server's largest whole row (its page size less the headers)."""
@@ -168,6 +174,7 @@ def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
             tag text NOT NULL,
             PRIMARY KEY (doc_id, tag))""",
         f"CREATE INDEX IF NOT EXISTS doc_tags_tag ON {s}.doc_tags(kb, tag)",
+        _documents_by_path_sql(s),
         f"""CREATE TABLE IF NOT EXISTS {s}.chunks (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
             kb integer NOT NULL,
@@ -410,14 +417,15 @@ class Database:
             )
 
     def _add_tables(self, conn: psycopg.Connection[Any]) -> None:
-        """Create the tables a schema of this version made by an earlier groove-postgres
-        lacks (``word_tf``, ``surface_terms``: each KB fills its own on open,
-        ``check_word_rules``)."""
+        """Create the tables and indexes a schema of this version made by an earlier
+        groove-postgres lacks (``word_tf``, ``surface_terms``: each KB fills its own on
+        open, ``check_word_rules``; ``documents_by_path``)."""
         missing = [
             sql
             for table, sql in (
                 ("word_tf", [_word_tf_sql(self.s)]),
                 ("surface_terms", _surface_terms_sql(self.s)),
+                ("documents_by_path", [_documents_by_path_sql(self.s)]),
             )
             if conn.execute("SELECT to_regclass(%s)", (f"{self.s}.{table}",)).fetchone() == (None,)
         ]
@@ -1852,6 +1860,8 @@ class PostgresStore:
     def documents(self, *, after: str | None = None, limit: int | None = None) -> list[DocumentRow]:
         """Every indexed document, by path in code point order (as SQLite's BINARY);
         ``after`` and ``limit``: one page of them."""
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be 0 or more, not {limit}")
         where, args = ('AND d.path COLLATE "C" > %s ', (after,)) if after is not None else ("", ())
         with self._conn() as conn:
             rows = conn.execute(

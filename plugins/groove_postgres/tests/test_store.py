@@ -822,3 +822,31 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
     finally:
         fresh.close()
         old.close()
+
+
+def test_a_schema_without_the_documents_path_index_gets_it_on_open(postgres_dsn: str) -> None:
+    """``documents()`` pages in code point order; the index that serves it is added to a
+    schema an earlier groove-postgres made, and a late page reads through it."""
+    with bound_stores(postgres_dsn, "paged") as (store,):
+        store.write_documents(CORPUS, vectors_for(CORPUS))
+        every = store.documents()
+        with store.transaction() as conn:
+            conn.execute("DROP INDEX groove.documents_by_path")
+    reopened = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "paged")
+    try:
+        with reopened.transaction() as conn:
+            found = conn.execute("SELECT to_regclass('groove.documents_by_path')").fetchone()
+            assert found is not None and found[0] is not None
+            conn.execute("SET LOCAL enable_seqscan = off")
+            plan = "\n".join(
+                r[0]
+                for r in conn.execute(
+                    "EXPLAIN SELECT id FROM groove.documents d WHERE d.kb = %s "
+                    'AND d.path COLLATE "C" > %s ORDER BY d.path COLLATE "C" LIMIT 2',
+                    (reopened.kb_id, every[0].path),
+                ).fetchall()
+            )
+        assert "documents_by_path" in plan, plan
+        assert reopened.documents(after=every[0].path, limit=2) == every[1:3]
+    finally:
+        reopened.close()
