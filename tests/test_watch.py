@@ -15,7 +15,7 @@ from groove_core import watch
 from groove_core.app import Groove
 from groove_core.storage import StoreError
 from groove_core.testing import make_kb, open_kb
-from groove_core.watch import Watcher
+from groove_core.watch import Snapshot, Watcher
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
@@ -191,20 +191,29 @@ def test_the_watcher_survives_loops_fifos_and_a_broken_ignore_file(tmp_path: Pat
     assert not thread.is_alive()
 
 
+Told = list[tuple[list[str], list[str], list[str]]]
+
+
+def _caught_up(tmp_path: Path) -> tuple[Path, Watcher, Told, Snapshot]:
+    """A KB of one file, and a watcher that has caught up with it (driven by hand, poll
+    by poll, with ``_cycle``), recording what it tells."""
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
+    told: Told = []
+    watcher = Watcher(
+        Groove.open(kb), debounce=0.01, on_changes=lambda a, m, r: told.append((a, m, r))
+    )
+    watcher._baseline = watcher.snapshot()
+    watcher._reindex()
+    return kb, watcher, told, watcher.snapshot()
+
+
 def test_changes_of_a_failed_reindex_are_told_with_the_next_one(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A re-index that fails (a full disk, a model server away) may have written part of
     its files; the changes it was for are told with the run that succeeds, not lost (an MCP
     client subscribed to a document would never hear it changed)."""
-    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
-    told: list[tuple[list[str], list[str], list[str]]] = []
-    watcher = Watcher(
-        Groove.open(kb), debounce=0.01, on_changes=lambda a, m, r: told.append((a, m, r))
-    )
-    watcher._baseline = watcher.snapshot()
-    watcher._reindex()
-    last = watcher.snapshot()
+    kb, watcher, told, last = _caught_up(tmp_path)
     real = watcher.app.index
 
     def fails(**args: Any) -> Any:
@@ -226,14 +235,7 @@ def test_a_failed_reindex_is_tried_again_without_a_change(
 ) -> None:
     """Nothing changes after the failure (the edit is done, or the model server comes
     back): the run is tried again after a wait that doubles with each failure."""
-    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"})
-    told: list[tuple[list[str], list[str], list[str]]] = []
-    watcher = Watcher(
-        Groove.open(kb), debounce=0.01, on_changes=lambda a, m, r: told.append((a, m, r))
-    )
-    watcher._baseline = watcher.snapshot()
-    watcher._reindex()
-    last = watcher.snapshot()
+    kb, watcher, told, last = _caught_up(tmp_path)
     real = watcher.app.index
     calls: list[int] = []
 
