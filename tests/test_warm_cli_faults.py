@@ -30,7 +30,7 @@ CONFIG = '[embedder]\nname = "hashing"\n'
 def _run(argv: list[str], cwd: Path, **extra: Any) -> bytes:
     where = {k: os.environ.get(k) for k in warm.MATCH_ENV}
     body = {"op": "run", "version": groove_core.__version__, "argv": argv, "cwd": str(cwd),
-            "env": {}, "where": where, **extra}  # fmt: skip
+            "env": {}, "where": where, "python": sys.prefix, **extra}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
 
 
@@ -248,3 +248,16 @@ def test_a_package_installed_where_none_was_counts(tmp_path: Path) -> None:
     assert before == {str(folder): None}
     assert created == {str(folder): frozenset()}
     assert warm_server.installation([str(folder)]) not in (before, created)
+
+
+def test_a_client_of_another_python_environment_is_refused(
+    held: tuple[warm_server.LocalServer, Path, Path, threading.Event],
+) -> None:
+    """Another virtual environment with the same groove may have other plugins installed:
+    the command runs there, alone, with them."""
+    listener, kb, config, _ = held
+    assert listener.path is not None
+    argv = ["status", str(kb), "--config", str(config)]
+    assert warm._ask(listener.path, _run(argv, kb))["code"] == 0  # type: ignore[index]
+    answer = warm._ask(listener.path, _run(argv, kb, python="/elsewhere/venv"))
+    assert answer == {"refused": "another Python environment"}

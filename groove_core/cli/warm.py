@@ -147,8 +147,9 @@ def _request(argv: Sequence[str]) -> bytes:
 
     env = {k: os.environ[k] for k in OUTPUT_ENV if k in os.environ}
     where = {k: os.environ.get(k) for k in MATCH_ENV}
+    # sys.prefix: the Python environment, whose installed plugins the command would load
     body = {"op": "run", "version": __version__, "argv": list(argv), "cwd": os.getcwd(),
-            "env": env, "where": where}  # fmt: skip
+            "env": env, "where": where, "python": sys.prefix}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
 
 

@@ -277,6 +277,9 @@ class LocalServer:
         argv, cwd, env = request.get("argv"), request.get("cwd"), request.get("env") or {}
         if request.get("version") != __version__:
             return {"refused": "another groove version"}
+        if request.get("python") != sys.prefix:
+            # another virtual environment: the same groove, maybe other plugins
+            return {"refused": "another Python environment"}
         if not (isinstance(argv, list) and argv and argv[0] in COMMANDS):
             return {"refused": "not a command this server answers"}
         if not isinstance(cwd, str) or not os.path.isdir(cwd) or not isinstance(env, dict):
