@@ -36,9 +36,6 @@ class Groove:
         # them, and the MCP server searches on several threads at once (WAL lets each
         # connection read its own snapshot while another process writes).
         self._local = threading.local()
-        # Whether a child process can build this KB's embedder from its configuration
-        # alone: set by open() when every plugin is an installed one.
-        self.plugins_installed = False
 
     @classmethod
     def open(
@@ -54,9 +51,13 @@ class Groove:
             raise ConfigError(_no_folder(kb))
         config = load_config(kb, config_path)
         plugins = make_plugin_manager(config, extra=extra_plugins, entry_points=entry_points)
-        app = cls(kb, config, plugins)
-        app.plugins_installed = entry_points and not extra_plugins
-        return app
+        return cls(kb, config, plugins)
+
+    @property
+    def plugins_installed(self) -> bool:
+        """Whether a child process can build this KB's embedder from its configuration
+        alone (every plugin is a built-in or installed one)."""
+        return self.plugins.installed_only
 
     @property
     def own_name(self) -> str:

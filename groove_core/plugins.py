@@ -83,6 +83,10 @@ class Plugins:
     pm: pluggy.PluginManager
     config: GrooveConfig
     infos: list[PluginInfo] = field(default_factory=list)
+    #: Whether every plugin is a built-in or installed one (none registered by a program
+    #: in its process): another process can then make the same set from the configuration
+    #: alone, as the indexer's embedding child does (groove_core.embed_worker).
+    installed_only: bool = False
     settings: Settings = field(init=False)
     _switches: list[StageSwitch] | None = field(default=None, init=False, repr=False)
     _legs: list[LegSpec] | None = field(default=None, init=False, repr=False)
@@ -326,7 +330,7 @@ def make_plugin_manager(
     pm.add_hookspecs(hookspecs)
     for name in config.plugins.disabled:
         pm.set_blocked(name)
-    plugins = Plugins(pm, config)
+    plugins = Plugins(pm, config, installed_only=entry_points and not extra)
 
     for name, plugin in [*_default_plugins(), *extra]:
         builtin = (name, plugin) not in extra

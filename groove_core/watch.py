@@ -55,7 +55,6 @@ class Watcher:
         from groove_core.app import Groove
 
         self.app = Groove(app.kb, app.config, app.plugins)
-        self.app.plugins_installed = app.plugins_installed
         self.interval = interval
         self.debounce = debounce
         self.on_report = on_report or (lambda _report: None)

@@ -244,6 +244,5 @@ def server_app(app: Groove) -> Groove:
     from groove_core.app import Groove
 
     own = Groove(app.kb, app.config, app.plugins)
-    own.plugins_installed = app.plugins_installed
     own.__dict__["embedder"] = LockedEmbedder(lambda: app.embedder)
     return own
