@@ -27,7 +27,10 @@ ON = {"search.prf.enabled": True}
 #: name -> config changes (dotted keys), relative to the default configuration.
 VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
-    "prf": ON,  # the plugin's defaults: 10 passages, 10 terms, weight 1
+    "prf": ON,  # the plugin's defaults: 10 passages, 10 terms, min_terms 5, weight 1
+    "all": {**ON, "search.prf.min_terms": 1},  # every query expanded (before min_terms)
+    "min4": {**ON, "search.prf.min_terms": 4},
+    "min7": {**ON, "search.prf.min_terms": 7},
     "k5": {**ON, "search.prf.passages": 5},
     "k20": {**ON, "search.prf.passages": 20},
     "m5": {**ON, "search.prf.terms": 5},

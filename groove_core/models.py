@@ -59,7 +59,8 @@ class LegResult:
 
     ``meta`` is what the leg says about how it ran, read by fusion and ``--explain``
     (docs/plugins.md). The keys the core reads: ``skipped`` (True: the leg could not run on
-    this query, e.g. no term it can look up), ``expr`` (the expression it ran),
+    this query, e.g. no term it can look up) with ``reason`` (why, a few words, shown
+    beside it), ``expr`` (the expression it ran),
     ``common_dropped`` (the common phrases it left out), ``added_terms`` (the words a
     query-expanding leg searched beyond the query's), ``terms`` (a lexical leg's query
     terms: the lexical leg reporting them is the one the query-dependent fusion rules

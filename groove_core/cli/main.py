@@ -392,7 +392,7 @@ def _leg_explain(leg: Any) -> dict[str, Any]:
         "left_to_word",
         "added_terms",
     )
-    for key in ("weight", "skipped", "expr", *listed):
+    for key in ("weight", "skipped", "reason", "expr", *listed):
         if key in leg.meta:
             value = leg.meta[key]
             out[key] = list(value) if key in listed else value
@@ -406,7 +406,7 @@ def _leg_details(leg: dict[str, Any]) -> str:
         if leg.get("weight_reasons"):
             out += f" ({'; '.join(leg['weight_reasons'])})"
     if leg.get("skipped"):
-        out += "  (skipped)"
+        out += f"  (skipped: {leg['reason']})" if leg.get("reason") else "  (skipped)"
     return out
 
 

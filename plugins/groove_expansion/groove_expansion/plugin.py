@@ -35,6 +35,10 @@ if TYPE_CHECKING:
 
 NAME = "prf"
 
+#: The default ``min_terms``: a query of fewer word terms is left as it is. Keyword queries
+#: (three or four words) lost rank with expansion, questions gained (README, "Short queries").
+MIN_QUERY_TERMS = 5
+
 
 class PRFSettings(BaseModel):
     """Query expansion by pseudo-relevance feedback (plugin groove_expansion)."""
@@ -57,6 +61,14 @@ class PRFSettings(BaseModel):
         ge=1,
         le=MAX_TERMS,
         description=f"expansion terms added at most, never more than the query has (1-{MAX_TERMS})",
+    )
+    min_terms: int = Field(
+        MIN_QUERY_TERMS,
+        ge=1,
+        le=words.MAX_TERMS,
+        description="expand only a query of at least this many word terms; a shorter one "
+        "is keywords, whose first passages are as often neighbours as answers "
+        f"(1-{words.MAX_TERMS})",
     )
 
 
@@ -88,6 +100,9 @@ def search(ctx: QueryContext) -> LegResult | None:
     terms, _ = ctx.word_terms()
     if not terms:
         return LegResult(NAME, (), {"skipped": True})
+    if len(terms) < settings.min_terms:
+        reason = f"{len(terms)} word terms, fewer than min_terms = {settings.min_terms}"
+        return LegResult(NAME, (), {"skipped": True, "reason": reason})
     # The word leg's own query: without the terms in a large share of the chunks (their
     # bm25 cost is the leg's, and they rank nothing), the rarest always kept.
     share = ctx.config.search.lexical_common_share

@@ -39,8 +39,14 @@ NOTES = {
 QUERY = "glider pilots"
 
 
-def _kb(tmp_path: Path, prf: str = "", config: str = FAST_CONFIG) -> Path:
-    section = f"[search.prf]\n{prf}\n" if prf else ""
+def _kb(
+    tmp_path: Path, prf: str = "", config: str = FAST_CONFIG, min_terms: int | None = 1
+) -> Path:
+    """A KB of NOTES; ``min_terms = 1`` unless said, so that the short queries of these tests
+    are expanded (the default, 5, has a test of its own; None leaves the section out)."""
+    lines = [] if min_terms is None else [f"min_terms = {min_terms}"]
+    lines += [prf] if prf else []
+    section = "[search.prf]\n" + "\n".join(lines) + "\n" if lines else ""
     return make_kb(tmp_path / "kb", NOTES, config=config + section)
 
 
@@ -88,11 +94,12 @@ def test_no_more_terms_are_added_than_the_query_has(tmp_path: Path) -> None:
 
 
 def test_it_is_off_by_default_and_then_changes_nothing(tmp_path: Path) -> None:
-    app = open_kb(_kb(tmp_path))
+    app = open_kb(_kb(tmp_path, min_terms=None))
     assert "prf" not in _legs(app, "glider")
     assert "prf" not in _legs(app, "glider", options={"prf": False})
     plain = app.search("glider", limit=8).results
-    without = open_kb(_kb(tmp_path / "other"), entry_points=False).search("glider", limit=8)
+    other = open_kb(_kb(tmp_path / "other", min_terms=None), entry_points=False)
+    without = other.search("glider", limit=8)
     assert [(h.path, h.score, h.rank) for h in plain] == [
         (h.path, h.score, h.rank) for h in without.results
     ]
@@ -118,6 +125,29 @@ def test_explain_shows_the_added_terms(tmp_path: Path) -> None:
     assert "added terms" not in _cli(kb, "search", QUERY, "--explain").output
 
 
+#: Five word terms: as many as the default ``min_terms`` asks for.
+LONG_QUERY = "how do glider pilots stay up for hours over the ridge"
+
+
+def test_a_query_of_fewer_terms_than_min_terms_is_not_expanded(tmp_path: Path) -> None:
+    kb = _kb(tmp_path, min_terms=plugin.MIN_QUERY_TERMS)
+    app = open_kb(kb)
+    short = _legs(app, QUERY, options={"prf": True})["prf"]
+    assert short.hits == () and short.meta["skipped"]
+    assert short.meta["reason"] == "2 word terms, fewer than min_terms = 5"
+    assert "added_terms" not in short.meta
+    plain = app.search(QUERY, limit=8).results
+    forced = app.search(QUERY, limit=8, options={"prf": True}).results
+    assert [(h.path, h.score) for h in forced] == [(h.path, h.score) for h in plain]
+    text = _cli(kb, "search", QUERY, "--prf", "--explain").output
+    assert "  (skipped: 2 word terms, fewer than min_terms = 5)" in text
+    terms, _ = words.query_terms([(LONG_QUERY, False)])
+    assert len(terms) == plugin.MIN_QUERY_TERMS
+    long = _legs(app, LONG_QUERY, options={"prf": True})["prf"]
+    assert not long.meta.get("skipped") and long.meta["added_terms"]
+    assert "birds.md" in _paths(app, long)
+
+
 def test_the_settings_cap_passages_and_terms(tmp_path: Path) -> None:
     app = open_kb(_kb(tmp_path, "passages = 1\nterms = 1"))
     prf = _legs(app, "glider", options={"prf": True})["prf"]
@@ -141,11 +171,12 @@ def test_the_expanded_query_stays_within_the_word_legs_term_cap(tmp_path: Path) 
     [
         ("passages = 51", "search.prf.passages"),
         ("terms = 0", "search.prf.terms"),
+        ("min_terms = 49", "search.prf.min_terms"),
         ("max_terms = 5", "max_terms"),
     ],
 )
 def test_a_bad_setting_is_one_clear_line(tmp_path: Path, setting: str, shown: str) -> None:
-    kb = _kb(tmp_path, setting)
+    kb = _kb(tmp_path, setting, min_terms=None)
     result = _cli(kb, "search", "glider")
     assert result.exit_code == 1
     assert shown in result.output and "[search.prf]" in result.output
