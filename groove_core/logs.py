@@ -9,9 +9,12 @@ eagerly), which then wins.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, TextIO
 
 _pending: Callable[[], None] | None = None
 
@@ -54,3 +57,52 @@ class LazyLogger:
 def get_logger(name: str) -> Any:
     """A logger for ``name`` that imports structlog only when it first logs."""
     return LazyLogger(name)
+
+
+# -- a command answered by a server: its log lines go to the command line ---------------
+
+_captured = threading.local()
+
+
+@contextlib.contextmanager
+def to_stream(stream: TextIO) -> Iterator[None]:
+    """While a server runs one command for the command line (``groove_core.cli.warm``),
+    the lines this thread logs are also written to ``stream`` (the command's stderr, sent
+    back to the client), rendered as the command alone renders them: a plugin's warning
+    reaches the terminal as it would without a server. Other threads (MCP searches, the
+    watcher) are not captured."""
+    before = getattr(_captured, "stream", None)
+    _captured.stream = stream
+    try:
+        yield
+    finally:
+        _captured.stream = before
+
+
+def copy_to_stream(logger: Any, method: str, event: Any) -> Any:
+    """A structlog processor, first in a server's chain: a copy of the event to the stream
+    :func:`to_stream` set for this thread, if any; the event goes on unchanged."""
+    stream = getattr(_captured, "stream", None)
+    if stream is not None and method != "debug":  # a command alone logs from info up
+        # The copy must never cost the command or the server's own line.
+        with contextlib.suppress(Exception):
+            line = dict(event)
+            for step in _as_alone():
+                line = step(logger, method, line)
+            stream.write(f"{line}\n")
+    return event
+
+
+def _as_alone() -> list[Any]:
+    """structlog's default processors, as a command alone logs through them (colours
+    unless ``NO_COLOR``: the client strips them where its stream is not a terminal)."""
+    import structlog
+
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.StackInfoRenderer(),
+        structlog.dev.set_exc_info,
+        structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+        structlog.dev.ConsoleRenderer(colors="NO_COLOR" not in os.environ),
+    ]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -38,8 +39,8 @@ def _logged_requests() -> int:
     return sum(p.read_text().count("command line") for p in folder.glob("background-*.log"))
 
 
-def _served(folder: Path) -> Iterator[Path]:
-    path = make_kb(folder / "notes", config=CONFIG)
+def _served(folder: Path, config: str = CONFIG) -> Iterator[Path]:
+    path = make_kb(folder / "notes", config=config)
     open_kb(path)
     started = groove("serve", "--background", "--kb", path, "--idle-timeout", "300")
     assert started.returncode == 0, started.stderr
@@ -82,6 +83,29 @@ def test_a_warm_answer_is_the_cold_one(shared_kb: Path, args: list[str]) -> None
     cold = groove(*args, *where, cold=True)
     assert (hot.returncode, hot.stdout, hot.stderr) == (cold.returncode, cold.stdout, cold.stderr)
     assert _logged_requests() == before + 1  # the server answered the first
+
+
+def _timeless(stderr: str) -> list[str]:
+    """stderr's lines without the time a log line starts with."""
+    return [re.sub(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d ", "", line) for line in stderr.splitlines()]
+
+
+def test_a_plugins_log_line_reaches_the_command_line(tmp_path: Path) -> None:
+    # MMR at lambda 1 warns on every search that it changes nothing.
+    mmr = CONFIG + "[search.mmr]\nenabled = true\nlambda = 1.0\n"
+    served = _served(tmp_path, mmr)
+    kb = next(served)
+    try:
+        before = _logged_requests()
+        hot = groove("search", "fused with RRF", "--kb", kb)
+        assert _logged_requests() == before + 1  # the server answered
+        cold = groove("search", "fused with RRF", "--kb", kb, cold=True)
+        assert (hot.returncode, hot.stdout) == (cold.returncode, cold.stdout)
+        assert _timeless(hot.stderr) == _timeless(cold.stderr)
+        assert "[warning  ] mmr_lambda_is_one" in hot.stderr
+        assert "\x1b[" not in hot.stderr  # not a terminal: no colour, as alone
+    finally:
+        next(served, None)
 
 
 def test_relative_paths_are_the_clients(shared_kb: Path) -> None:

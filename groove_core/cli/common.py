@@ -88,8 +88,11 @@ def _configure_structlog(level: str, *, server: bool) -> None:
             wrapper_class=structlog.make_filtering_bound_logger(numeric),
         )
         return
+    from groove_core.logs import copy_to_stream
+
     structlog.configure(
         processors=[
+            copy_to_stream,  # a command answered for the command line: to its stderr too
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso"),
             structlog.processors.KeyValueRenderer(key_order=["timestamp", "level", "event"]),

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from groove_core import logs
 from groove_core.cli.warm import (
     ANSWER_TIMEOUT,
     COMMANDS,
@@ -293,7 +294,12 @@ class LocalServer:
             cli = self._cli()
             _holding.active = True
             try:
-                with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                # a plugin's log line too goes to the command's stderr, as alone
+                with (
+                    contextlib.redirect_stdout(out),
+                    contextlib.redirect_stderr(err),
+                    logs.to_stream(err),
+                ):
                     code = _invoke(cli, argv)
             except NotHeld as why:
                 return {"refused": f"not held here: {why}"}
