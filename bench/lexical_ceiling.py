@@ -26,10 +26,14 @@ groove fuses them ("pipeline"). Variants:
   added terms weighted by their feedback weight, summing to x times the query's weight,
   in the rebuilt leg's place (a weighted query FTS5 cannot run);
 
-and, for a Japanese golden file, the peer tool's bigram bm25 (one FTS5 token per CJK
-character, the question's neighbouring characters as OR'd phrases, hiragana included,
-title column x4) paired against groove's lexical legs. Every row is paired against the
-first (groove's own figure) with ``groove eval``'s test.
+then other fusions of groove's own legs ("fusion", :func:`fusions`: RRF's k and weights,
+and a score-based fusion); and, for a Japanese golden file, the peer tool's bigram bm25
+(one FTS5 token per CJK character, the question's neighbouring characters as OR'd
+phrases, hiragana included, title column x4) paired against groove's lexical legs. Every
+row is paired against groove's own figure with ``groove eval``'s test.
+
+docs/eval.md's figures: ``--golden`` cranfield-en/golden.jsonl, and jsquad-ja-para's
+golden.jsonl, golden-hard.jsonl and golden-short.jsonl.
 """
 
 from __future__ import annotations
@@ -49,6 +53,8 @@ from typing import Any
 from paired import versus
 
 from groove_core import words
+from groove_core.builtins.legs import COMMON_PHRASE_MIN_ROWS
+from groove_core.config import SearchConfig
 from groove_core.evaluation.metrics import RankedDoc, bootstrap, query_metrics
 from groove_core.evaluation.session import EvalSession
 from groove_core.query import parse_query
@@ -61,6 +67,7 @@ except ImportError:  # pragma: no cover - a Python whose sqlite3 has FTS5
 #: Each leg's candidates, as groove fuses them (``[search.fusion] candidates``).
 DEPTH = 50
 K1, B = 1.2, 0.75
+COMMON_SHARE = SearchConfig().lexical_common_share
 COLUMNS = 3
 
 Ranking = list[tuple[str, float]]  # (document path, score), best first
@@ -72,6 +79,7 @@ class Query:
     text: str
     grades: dict[str, float]
     legs: Legs
+    raw: dict[str, dict[int, float]]  # leg -> chunk -> the leg's own score (bm25, distance)
 
 
 def record(kb: Path, golden: Path) -> list[Query]:
@@ -90,7 +98,8 @@ def record(kb: Path, golden: Path) -> list[Query]:
             )
             for leg in legs
         }
-        out.append(Query(resolved.golden.query, dict(resolved.grades), recorded))
+        raw = {leg.name: {h.chunk_id: h.raw_score for h in leg.hits} for leg in legs}
+        out.append(Query(resolved.golden.query, dict(resolved.grades), recorded, raw))
     session.app.close()
     return out
 
@@ -208,12 +217,19 @@ def _near(col: Sequence[str], a: str, b: str, window: int) -> int:
     )
 
 
-def question_tokens(text: str) -> tuple[list[str], list[str]]:
-    """(the word leg's distinct terms, every content token in order) of a question."""
+def question_tokens(chunks: Chunks, text: str) -> tuple[list[str], list[str]]:
+    """(the word leg's terms, every content token in order) of a question: its distinct
+    terms without those in a large share of the chunks, the rarest always kept, as the word
+    leg leaves them out (``lexical_common_share``, ``COMMON_PHRASE_MIN_ROWS``)."""
     parts = parse_query(text).positive_parts
     terms, _ = words.query_terms(parts)
+    terms = [t for t in terms if " " not in t]
+    floor = max(COMMON_SHARE * chunks.n, COMMON_PHRASE_MIN_ROWS)
+    common = [t for t in terms if chunks.df.get(t, 0) > floor]
+    if common and len(common) == len(terms):
+        common.remove(min(terms, key=lambda t: chunks.df.get(t, 0)))
     ordered = [t for part, _quoted in parts for t in words.tokens(part, drop_stop_words=True)]
-    return [t for t in terms if " " not in t], ordered
+    return [t for t in terms if t not in common], ordered
 
 
 def rm3(chunks: Chunks, terms: list[str], mass: float) -> dict[str, float]:
@@ -251,16 +267,16 @@ def rm3(chunks: Chunks, terms: list[str], mass: float) -> dict[str, float]:
 
 def variants(chunks: Chunks) -> dict[str, Callable[[str], list[tuple[str, int]]]]:
     def plain(**kw: Any) -> Callable[[str], list[tuple[str, int]]]:
-        return lambda q: chunks.bm25(dict.fromkeys(question_tokens(q)[0], 1.0), **kw)
+        return lambda q: chunks.bm25(dict.fromkeys(question_tokens(chunks, q)[0], 1.0), **kw)
 
     def qtf(q: str) -> list[tuple[str, int]]:
-        terms, ordered = question_tokens(q)
+        terms, ordered = question_tokens(chunks, q)
         counts = collections.Counter(t for t in ordered if t in terms)
         return chunks.bm25({t: float(counts.get(t, 1)) for t in terms})
 
     def pairs(window: int) -> Callable[[str], list[tuple[str, int]]]:
         def run(q: str) -> list[tuple[str, int]]:
-            terms, ordered = question_tokens(q)
+            terms, ordered = question_tokens(chunks, q)
             near = [(a, b) for a, b in itertools.pairwise(ordered) if a != b]
             return chunks.bm25(dict.fromkeys(terms, 1.0), extra=chunks.pairs(near, window, 0.5))
 
@@ -277,7 +293,7 @@ def variants(chunks: Chunks) -> dict[str, Callable[[str], list[tuple[str, int]]]
         found[f"pairs w={window}"] = pairs(window)
 
     def expanded(mass: float) -> Callable[[str], list[tuple[str, int]]]:
-        return lambda q: chunks.bm25(rm3(chunks, question_tokens(q)[0], mass))
+        return lambda q: chunks.bm25(rm3(chunks, question_tokens(chunks, q)[0], mass))
 
     for mass in (0.5, 1.0):
         found[f"rm3 x{mass:g}"] = expanded(mass)
@@ -325,6 +341,61 @@ def row(label: str, values: list[float], base: list[float] | None) -> str:
     return f"| {label} | {est.mean:.3f} | {versus(values, base)} |"
 
 
+def fusions() -> dict[str, Callable[[Query], Ranking]]:
+    """Other fusions of groove's own legs: RRF's k and leg weights (settings ``groove eval
+    --config`` can set too: ``rrf_k``, ``[search.fusion.weights]``, ``coverage_vector``), and
+    a score-based fusion, which is not RRF: each leg's scores (bm25 negated, the vector
+    leg's cosine) divided by its best, or min-max scaled, times the leg's weight, added."""
+
+    def weighted(k: float = 60.0, **change: tuple[str, float]) -> Callable[[Query], Ranking]:
+        def run(q: Query) -> Ranking:
+            legs = dict(q.legs)
+            for name, (how, value) in change.items():
+                if name in legs:
+                    weight, hits = legs[name]
+                    legs[name] = (weight * value if how == "x" else value, hits)
+            return rrf(legs, k)
+
+        return run
+
+    def scores(scale: str) -> Callable[[Query], Ranking]:
+        def run(q: Query) -> Ranking:
+            fused: dict[int, list[Any]] = {}
+            for name, (weight, hits) in q.legs.items():
+                if weight <= 0 or not hits:
+                    continue
+                top = hits[:DEPTH]
+                raw = q.raw[name]
+                if name == "vector":  # unit vectors: cosine from L2, its least is -1
+                    values = [1 - raw[c] ** 2 / 2 for _, c in top]
+                    least = -1.0
+                else:  # bm25 is negative, smaller better; its least is 0
+                    values = [-raw[c] for _, c in top]
+                    least = 0.0
+                high, low = max(values), (min(values) if scale == "range" else least)
+                for (path, chunk), value in zip(top, values, strict=True):
+                    share = (value - low) / (high - low) if high > low else 1.0
+                    item = fused.setdefault(chunk, [0.0, path])
+                    item[0] += weight * share
+            ordered = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[0]))[:10]
+            return [(item[1], item[0]) for _, item in ordered]
+
+        return run
+
+    return {
+        "rrf k=20": weighted(20.0),
+        "rrf k=100": weighted(100.0),
+        "vector x0.5": weighted(vector=("x", 0.5)),
+        "vector x2": weighted(vector=("x", 2.0)),
+        "vector at 0.5": weighted(vector=("=", 0.5)),
+        "vector at 1": weighted(vector=("=", 1.0)),
+        "trigram leg 0.5": weighted(fts=("=", 0.5)),
+        "word leg 3": weighted(word=("=", 3.0)),
+        "scores / best": scores("best"),
+        "scores min-max": scores("range"),
+    }
+
+
 def with_word_leg(q: Query, word: list[tuple[str, int]] | None, alone: bool) -> Legs:
     """The query's legs with the word leg's list replaced (when given); ``alone``: every
     other leg weighted 0."""
@@ -349,6 +420,9 @@ def report(work: Path, golden: str) -> None:
         for name, leg in variants(chunks).items():
             values = [ndcg(q, rrf(with_word_leg(q, leg(q.text), alone))) for q in queries]
             print(row(f"{scope}: {name}", values, base), flush=True)
+    base = [ndcg(q, rrf(q.legs)) for q in queries]
+    for name, fuse in fusions().items():
+        print(row(f"fusion: {name}", [ndcg(q, fuse(q)) for q in queries], base), flush=True)
     if collection.startswith("jsquad"):
         peer = peer_bigrams(kb)
         lexical = [

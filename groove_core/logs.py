@@ -65,44 +65,54 @@ _captured = threading.local()
 
 
 @contextlib.contextmanager
-def to_stream(stream: TextIO) -> Iterator[None]:
+def to_stream(stream: TextIO, *, stdout_tty: bool = False) -> Iterator[None]:
     """While a server runs one command for the command line (``groove_core.cli.warm``),
-    the lines this thread logs are also written to ``stream`` (the command's stderr, sent
-    back to the client), rendered as the command alone renders them: a plugin's warning
-    reaches the terminal as it would without a server. Other threads (MCP searches, the
-    watcher) are not captured."""
-    before = getattr(_captured, "stream", None)
-    _captured.stream = stream
+    the warnings and errors this thread logs are also written to ``stream`` (the command's
+    stderr, sent back to the client), rendered as the command alone renders them: a
+    plugin's warning reaches the terminal as it would without a server. Info lines are the
+    server's own (``index replaced: reopening``), and other threads (MCP searches, the
+    watcher) are not captured. ``stdout_tty``: whether the client's stdout is a terminal,
+    which decides colour for structlog alone (with ``NO_COLOR`` and ``FORCE_COLOR``)."""
+    before = getattr(_captured, "sink", None)
+    _captured.sink = (stream, stdout_tty)
     try:
         yield
     finally:
-        _captured.stream = before
+        _captured.sink = before
+
+
+#: The log methods copied to a command's stderr: what a command alone shows that a
+#: long-running process does not log for itself.
+COPIED = frozenset({"warning", "warn", "error", "exception", "critical", "fatal"})
 
 
 def copy_to_stream(logger: Any, method: str, event: Any) -> Any:
     """A structlog processor, first in a server's chain: a copy of the event to the stream
     :func:`to_stream` set for this thread, if any; the event goes on unchanged."""
-    stream = getattr(_captured, "stream", None)
-    if stream is not None and method != "debug":  # a command alone logs from info up
+    sink = getattr(_captured, "sink", None)
+    if sink is not None and method in COPIED:
+        stream, stdout_tty = sink
         # The copy must never cost the command or the server's own line.
         with contextlib.suppress(Exception):
             line = dict(event)
-            for step in _as_alone():
+            for step in _as_alone(stdout_tty):
                 line = step(logger, method, line)
             stream.write(f"{line}\n")
     return event
 
 
-def _as_alone() -> list[Any]:
-    """structlog's default processors, as a command alone logs through them (colours
-    unless ``NO_COLOR``: the client strips them where its stream is not a terminal)."""
+def _as_alone(stdout_tty: bool) -> list[Any]:
+    """structlog's default processors, as a command alone logs through them; colour as
+    structlog decides it there: not with ``NO_COLOR`` set, else with ``FORCE_COLOR`` set or
+    stdout a terminal (the client's, not this server's)."""
     import structlog
 
+    colors = not os.environ.get("NO_COLOR") and (bool(os.environ.get("FORCE_COLOR")) or stdout_tty)
     return [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
         structlog.processors.StackInfoRenderer(),
         structlog.dev.set_exc_info,
         structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
-        structlog.dev.ConsoleRenderer(colors="NO_COLOR" not in os.environ),
+        structlog.dev.ConsoleRenderer(colors=colors, force_colors=colors),
     ]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 #: Commands a running server answers for the command line.
 COMMANDS = frozenset({"search", "get", "status"})
 #: Environment variables that change what a command prints: sent with the request.
-OUTPUT_ENV = ("NO_COLOR", "COLUMNS", "LINES", "TERM", "GROOVE_PROGRESS_INTERVAL")
+OUTPUT_ENV = ("NO_COLOR", "FORCE_COLOR", "COLUMNS", "LINES", "TERM", "GROOVE_PROGRESS_INTERVAL")
 #: Environment variables that decide which KB a name means (the registry's folder): a
 #: server for which they mean another folder refuses, or ``--kb NAME`` would mean
 #: another KB there.
@@ -118,7 +118,7 @@ def forward(argv: Sequence[str]) -> int | None:
             continue
         for stream, text in ((sys.stdout, answer["stdout"]), (sys.stderr, answer["stderr"])):
             # The server kept the colour; strip it where click would have (not a terminal).
-            _write(stream, text if stream.isatty() else _ANSI.sub("", text))
+            _write(stream, text if _tty(stream) else _ANSI.sub("", text))
         return int(answer["code"])
     return None
 
@@ -148,9 +148,19 @@ def _request(argv: Sequence[str]) -> bytes:
     env = {k: os.environ[k] for k in OUTPUT_ENV if k in os.environ}
     where = {k: os.environ.get(k) for k in MATCH_ENV}
     # sys.prefix: the Python environment, whose installed plugins the command would load
+    # stdout_tty: a log line's colour, as structlog decides it alone (groove_core.logs)
     body = {"op": "run", "version": __version__, "argv": list(argv), "cwd": os.getcwd(),
-            "env": env, "where": where, "python": sys.prefix}  # fmt: skip
+            "env": env, "where": where, "python": sys.prefix,
+            "stdout_tty": _tty(sys.stdout)}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
+
+
+def _tty(stream: Any) -> bool:
+    """Whether ``stream`` is a terminal (False for none, or a closed one)."""
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _sockets(folder: str) -> list[str]:

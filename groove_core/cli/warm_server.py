@@ -298,7 +298,7 @@ class LocalServer:
                 with (
                     contextlib.redirect_stdout(out),
                     contextlib.redirect_stderr(err),
-                    logs.to_stream(err),
+                    logs.to_stream(err, stdout_tty=request.get("stdout_tty") is True),
                 ):
                     code = _invoke(cli, argv)
             except NotHeld as why:

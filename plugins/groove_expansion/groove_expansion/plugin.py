@@ -66,9 +66,9 @@ class PRFSettings(BaseModel):
         MIN_QUERY_TERMS,
         ge=1,
         le=words.MAX_TERMS,
-        description="expand only a query of at least this many word terms; a shorter one "
-        "is keywords, whose first passages are as often neighbours as answers "
-        f"(1-{words.MAX_TERMS})",
+        description="expand only a query of at least this many word-leg terms (stemmed "
+        "words without stop words, Japanese kanji/katakana pairs, a quoted phrase as one); "
+        f"a shorter one is left as it is (1-{words.MAX_TERMS})",
     )
 
 
@@ -101,7 +101,10 @@ def search(ctx: QueryContext) -> LegResult | None:
     if not terms:
         return LegResult(NAME, (), {"skipped": True})
     if len(terms) < settings.min_terms:
-        reason = f"{len(terms)} word terms, fewer than min_terms = {settings.min_terms}"
+        count = f"{len(terms)} word term{'' if len(terms) == 1 else 's'}"
+        reason = f"{count}, fewer than min_terms = {settings.min_terms}"
+        if ctx.flag(NAME):  # asked for on this query (--prf, MCP prf=true): say why not
+            ctx.note(f"query expansion (prf) not applied: {reason}")
         return LegResult(NAME, (), {"skipped": True, "reason": reason})
     # The word leg's own query: without the terms in a large share of the chunks (their
     # bm25 cost is the leg's, and they rank nothing), the rarest always kept.

@@ -136,11 +136,19 @@ def test_a_query_of_fewer_terms_than_min_terms_is_not_expanded(tmp_path: Path) -
     assert short.hits == () and short.meta["skipped"]
     assert short.meta["reason"] == "2 word terms, fewer than min_terms = 5"
     assert "added_terms" not in short.meta
-    plain = app.search(QUERY, limit=8).results
-    forced = app.search(QUERY, limit=8, options={"prf": True}).results
-    assert [(h.path, h.score) for h in forced] == [(h.path, h.score) for h in plain]
+    plain = app.search(QUERY, limit=8)
+    forced = app.search(QUERY, limit=8, options={"prf": True})
+    assert [(h.path, h.score) for h in forced.results] == [(h.path, h.score) for h in plain.results]
+    # Asked for on this query, it says why it did not run; on by configuration, it does not.
+    said = "query expansion (prf) not applied: 2 word terms, fewer than min_terms = 5"
+    assert said in forced.warnings and said not in plain.warnings
+    configured = open_kb(_kb(tmp_path / "on", "enabled = true", min_terms=plugin.MIN_QUERY_TERMS))
+    assert not configured.search(QUERY, limit=8).warnings
     text = _cli(kb, "search", QUERY, "--prf", "--explain").output
     assert "  (skipped: 2 word terms, fewer than min_terms = 5)" in text
+    data = json.loads(_cli(kb, "search", "glider", "--prf", "--explain", "--json").output)
+    leg = next(leg for leg in data["explain"]["legs"] if leg["name"] == "prf")
+    assert (leg["skipped"], leg["reason"]) == (True, "1 word term, fewer than min_terms = 5")
     terms, _ = words.query_terms([(LONG_QUERY, False)])
     assert len(terms) == plugin.MIN_QUERY_TERMS
     long = _legs(app, LONG_QUERY, options={"prf": True})["prf"]
