@@ -83,7 +83,8 @@ def groove_stage_switches() -> list[StageSwitch]:
         StageSwitch(
             NAME,
             "search.prf.enabled",
-            "Expand the query with terms from its top passages (pseudo-relevance feedback)",
+            "Expand the query with terms from its top passages (pseudo-relevance feedback; "
+            "questions of 5 or more content words by default)",
         )
     ]
 
