@@ -389,8 +389,9 @@ def fusions() -> dict[str, Callable[[Query], Ranking]]:
         "vector x2": weighted(vector=("x", 2.0)),
         "vector at 0.5": weighted(vector=("=", 0.5)),
         "vector at 1": weighted(vector=("=", 1.0)),
-        "trigram leg 0.5": weighted(fts=("=", 0.5)),
-        "word leg 3": weighted(word=("=", 3.0)),
+        # As [search.fusion.weights] sets them: the rules (cross-script) still apply.
+        "trigram leg 0.5": weighted(fts=("x", 0.5)),
+        "word leg 3": weighted(word=("x", 1.5)),
         "scores / best": scores("best"),
         "scores min-max": scores("range"),
     }
