@@ -50,13 +50,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from groove_expansion.terms import choose, document_idf, feedback_weights
 from paired import versus
 
-from groove_core import words
-from groove_core.builtins.legs import COMMON_PHRASE_MIN_ROWS
+from groove_core import fusion, words
+from groove_core.builtins.legs import _common
 from groove_core.config import SearchConfig
 from groove_core.evaluation.metrics import RankedDoc, bootstrap, query_metrics
 from groove_core.evaluation.session import EvalSession
+from groove_core.models import LegHit, LegResult
 from groove_core.query import parse_query
 
 try:  # the SQLite the index was written with (ENVIRONMENT: pysqlite3 for sqlite-vec)
@@ -68,7 +70,6 @@ except ImportError:  # pragma: no cover - a Python whose sqlite3 has FTS5
 DEPTH = 50
 K1, B = 1.2, 0.75
 COMMON_SHARE = SearchConfig().lexical_common_share
-COLUMNS = 3
 
 Ranking = list[tuple[str, float]]  # (document path, score), best first
 Legs = dict[str, tuple[float, list[tuple[str, int]]]]  # name -> (weight, [(path, chunk)])
@@ -105,17 +106,14 @@ def record(kb: Path, golden: Path) -> list[Query]:
 
 
 def rrf(legs: Legs, k: float = 60.0) -> Ranking:
-    """groove's fusion (``groove_core.fusion.rrf``) cut to 10 chunks, as documents."""
-    fused: dict[int, list[Any]] = {}
-    for weight, hits in legs.values():
-        if weight <= 0:
-            continue
-        for rank, (path, chunk) in enumerate(hits[:DEPTH], start=1):
-            item = fused.setdefault(chunk, [0.0, rank, path])
-            item[0] += weight / (k + rank)
-            item[1] = min(item[1], rank)
-    ordered = sorted(fused.items(), key=lambda kv: (-kv[1][0], kv[1][1], kv[0]))[:10]
-    return [(item[2], item[0]) for _, item in ordered]
+    """groove's own fusion (``groove_core.fusion.rrf``) of the legs' first :data:`DEPTH`
+    hits, cut to 10 chunks: (path, score)."""
+    paths = {chunk: path for _, hits in legs.values() for path, chunk in hits[:DEPTH]}
+    results = [
+        LegResult(name, tuple(LegHit(c, 0.0) for _, c in hits[:DEPTH]), {"weight": weight})
+        for name, (weight, hits) in legs.items()
+    ]
+    return [(paths[f.chunk_id], f.score) for f in fusion.rrf(results, k, 10)]
 
 
 def ndcg(query: Query, ranking: Ranking) -> float:
@@ -224,40 +222,22 @@ def question_tokens(chunks: Chunks, text: str) -> tuple[list[str], list[str]]:
     parts = parse_query(text).positive_parts
     terms, _ = words.query_terms(parts)
     terms = [t for t in terms if " " not in t]
-    floor = max(COMMON_SHARE * chunks.n, COMMON_PHRASE_MIN_ROWS)
-    common = [t for t in terms if chunks.df.get(t, 0) > floor]
-    if common and len(common) == len(terms):
-        common.remove(min(terms, key=lambda t: chunks.df.get(t, 0)))
+    common = _common(terms, {t: chunks.df.get(t, 0) for t in terms}, COMMON_SHARE, chunks.n)
     ordered = [t for part, _quoted in parts for t in words.tokens(part, drop_stop_words=True)]
     return [t for t in terms if t not in common], ordered
 
 
 def rm3(chunks: Chunks, terms: list[str], mass: float) -> dict[str, float]:
-    """The query's terms at 1 each, plus groove-expansion's terms (10 feedback passages,
-    reciprocal-rank weights, in two passages at least, at most as many as the query has)
-    weighted by their feedback weight x IDF, summing to ``mass`` x the query's terms."""
+    """The query's terms at 1 each, plus the terms groove-expansion chooses
+    (``groove_expansion.terms``: 10 feedback passages, at most as many terms as the query
+    has) weighted by their feedback weight x IDF, summing to ``mass`` x the query's terms."""
     feedback = chunks.bm25(dict.fromkeys(terms, 1.0))[:10]
-    ranks = [1.0 / r for r in range(1, len(feedback) + 1)]
-    total = sum(ranks)
-    share: dict[str, float] = collections.defaultdict(float)
-    holding: collections.Counter[str] = collections.Counter()
-    for (_, cid), weight in zip(feedback, ranks, strict=True):
-        toks = [t for c in chunks.cols[cid] for t in c if t not in words.STOP_WORDS]
-        counts = collections.Counter(
-            t
-            for t in toks
-            if t not in terms and not t.isdigit() and not (len(t) == 1 and t.isascii())
-        )
-        for token, tf in counts.items():
-            share[token] += weight / total * tf / len(toks)
-            holding[token] += 1
-    need = min(2, len(feedback))
-    scored = {
-        t: s * chunks.idf(chunks.df[t])
-        for t, s in share.items()
-        if holding[t] >= need and chunks.df[t] < chunks.n / 2
-    }
-    best = sorted(scored.items(), key=lambda kv: (-kv[1], kv[0]))[: min(10, len(terms))]
+    passages = [
+        [t for col in chunks.cols[cid] for t in col if t not in words.STOP_WORDS]
+        for _, cid in feedback
+    ]
+    candidates = feedback_weights(passages, set(terms))
+    best = choose(candidates, document_idf(chunks.df, chunks.n), min(10, len(terms)))
     query = dict.fromkeys(terms, 1.0)
     added = sum(v for _, v in best) or 1.0
     for token, value in best:
