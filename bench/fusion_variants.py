@@ -34,6 +34,13 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "word+coverage": {"search.fusion.cross_script_lexical": 1.0},
     "xs0.25": {"search.fusion.cross_script_lexical": 0.25},
     "xs0": {"search.fusion.cross_script_lexical": 0.0},
+    # [search.fusion] method = "scores": each leg's scores over its best (issue #47)
+    "scores": {"search.fusion.method": "scores"},
+    "scores-nocov": {"search.fusion.method": "scores", "search.fusion.coverage_vector": 1.0},
+    "scores-v2": {"search.fusion.method": "scores", "search.fusion.weights": {"vector": 2.0}},
+    "nocov": {"search.fusion.coverage_vector": 1.0},
+    "v2": {"search.fusion.weights": {"vector": 2.0}},
+    "nocov-v2": {"search.fusion.coverage_vector": 1.0, "search.fusion.weights": {"vector": 2.0}},
 }
 
 

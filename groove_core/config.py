@@ -51,6 +51,12 @@ class _Strict(BaseModel):
 class FusionConfig(_Strict):
     """Reciprocal Rank Fusion and the bm25 column weights of the lexical leg."""
 
+    method: Literal["rrf", "scores"] = Field(
+        "rrf",
+        description="how the legs' lists are fused: rrf (sum of weight / (k + rank), the "
+        "seed's) or scores (sum of weight x the hit's score over its leg's best, on the "
+        "scale each leg declares; docs/retrieval-pipeline.md, \"Fusion\")",
+    )
     rrf_k: float = Field(60.0, gt=0, description="RRF constant k: score = sum(1 / (k + rank))")
     heading: float = Field(2.0, ge=0, description="bm25 weight of the heading column")
     context: float = Field(1.0, ge=0, description="bm25 weight of the contextual prefix")

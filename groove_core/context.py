@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
-    from groove_core.models import LegKind, LegResult, SearchFilters
+    from groove_core.models import LegKind, LegResult, ScoreScale, SearchFilters
     from groove_core.query import ParsedQuery
     from groove_core.storage import SearchStore
 
@@ -98,7 +98,17 @@ class LegSpec:
     #: The leg's RRF weight when ``[search.fusion.weights]`` does not name it: a leg that
     #: is the main ranking of its kind may count for more than one that echoes it.
     weight: float = 1.0
+    #: What ``raw_score`` is, for the score-based fusion (:data:`~groove_core.models.ScoreScale`);
+    #: None: ``distance`` for a vector leg (its kind's contract), ``rank`` for any other.
+    score: ScoreScale | None = None
     plugin: str = ""  # set by the core: the plugin that declared it
+
+    @property
+    def scale(self) -> ScoreScale:
+        """The scale the score-based fusion reads this leg's ``raw_score`` on."""
+        if self.score is not None:
+            return self.score
+        return "distance" if self.kind == "vector" else "rank"
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,15 @@ from typing import Any, Literal
 #: embedding, ``raw_score`` an L2 distance (smaller is nearer); ``other``: anything else.
 LegKind = Literal["lexical", "vector", "other"]
 
+#: What a leg's ``raw_score`` is, as its :class:`~groove_core.context.LegSpec` declares it,
+#: for the score-based fusion (``[search.fusion] method = "scores"``), which puts each leg's
+#: scores on one scale: its hit's value over its best hit's, from the scale's floor.
+#: ``bm25``: an FTS5 bm25 (negative, smaller is better; floor 0); ``distance``: an L2
+#: distance between unit vectors (smaller is nearer; read as the cosine, floor -1);
+#: ``similarity``: larger is better, floor 0; ``rank``: the score means nothing outside
+#: the leg, only the order counts (the hit's RRF share, the first 1).
+ScoreScale = Literal["bm25", "distance", "similarity", "rank"]
+
 
 @dataclass(frozen=True)
 class SearchFilters:

@@ -12,7 +12,7 @@ from groove_core import words
 from groove_core.config import MAX_LIMIT, ConfigError
 from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
-from groove_core.fusion import Fused, rrf
+from groove_core.fusion import Fused, fuse, leg_scales
 from groove_core.logs import get_logger
 from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
 from groove_core.query import OptionError, QueryError, parse_query
@@ -106,7 +106,8 @@ class Searcher:
         return weigh(ctx, self.plugins.candidates(ctx))
 
     def fuse(self, ctx: QueryContext, legs: list[LegResult], size: int) -> list[Fused]:
-        return rrf(legs, ctx.config.search.fusion.rrf_k, size)
+        fusion = ctx.config.search.fusion
+        return fuse(legs, fusion.method, fusion.rrf_k, size, leg_scales(self.plugins.leg_specs()))
 
     def pool(self, ctx: QueryContext, legs: list[LegResult] | None = None) -> list[SearchHit]:
         """The fused pool, as hits: what the rerank stage receives."""

@@ -107,7 +107,7 @@ class FTSLeg:
 
     @hookimpl
     def groove_legs(self) -> list[LegSpec]:
-        return [LegSpec("fts", "lexical", self.search)]
+        return [LegSpec("fts", "lexical", self.search, score="bm25")]
 
     def search(self, ctx: QueryContext) -> LegResult:
         if ctx.query.fts_skipped or ctx.query.match_expr is None:
@@ -183,7 +183,9 @@ class WordLeg:
     def groove_legs(self) -> list[LegSpec]:
         # Weight 2: the main lexical ranking (bm25 over kanji/katakana pairs and stemmed
         # English words); the trigram leg mostly echoes it (docs/eval.md, issue #27).
-        return [LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0)]
+        return [
+            LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0, score="bm25")
+        ]
 
     def search(self, ctx: QueryContext) -> LegResult:
         terms, truncated = ctx.word_terms()

@@ -86,6 +86,10 @@ def fingerprint(
         "golden.sha256": golden.sha256,
         "groove.version": __version__,
     }
+    if fusion.method != "rrf":
+        # named only when not the seed's, so runs recorded before the setting existed
+        # compare as the same configuration
+        out["fusion.method"] = fusion.method
     # Both stages: a plugin's leg (the title leg, switched on in its section) changes the
     # candidates too, and a comparison must name that change.
     out.update(_stage_settings(config, plugins))

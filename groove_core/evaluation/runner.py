@@ -138,10 +138,12 @@ class GoldenSearcher:
         return self.searcher.plugins
 
     def fused(self, legs: Sequence[LegResult], k: float, limit: int) -> list[tuple[str, float]]:
-        """RRF of ``legs`` cut to ``limit`` chunks, as (path, score)."""
-        from groove_core.fusion import rrf
+        """``legs`` fused as the configuration says (RRF with ``k``, or scores) and cut to
+        ``limit`` chunks, as (path, score)."""
+        from groove_core.fusion import fuse, leg_scales
 
-        fused = rrf(legs, k, limit)
+        method = self.config.search.fusion.method
+        fused = fuse(legs, method, k, limit, leg_scales(self.plugins.leg_specs()))
         paths = self.paths([f.chunk_id for f in fused])
         return [(paths[f.chunk_id], f.score) for f in fused if f.chunk_id in paths]
 

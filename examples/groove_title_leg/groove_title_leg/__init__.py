@@ -45,7 +45,8 @@ def groove_stage_switches() -> list[StageSwitch]:
 
 @hookimpl
 def groove_legs() -> list[LegSpec]:
-    return [LegSpec(NAME, "lexical", search)]
+    # raw_score: how many of the query's phrases the title holds (more is better)
+    return [LegSpec(NAME, "lexical", search, score="similarity")]
 
 
 def search(ctx: QueryContext) -> LegResult | None:

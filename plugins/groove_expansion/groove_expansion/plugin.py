@@ -91,7 +91,7 @@ def groove_stage_switches() -> list[StageSwitch]:
 
 @hookimpl
 def groove_legs() -> list[LegSpec]:
-    return [LegSpec(NAME, "lexical", search)]
+    return [LegSpec(NAME, "lexical", search, score="bm25")]
 
 
 def search(ctx: QueryContext) -> LegResult | None:
