@@ -131,19 +131,25 @@ def _mark_used(folder: Path) -> None:
         os.utime(folder)
 
 
-def prune(current: Path, keep: int = KEEP_OTHERS, max_idle_s: float = MAX_IDLE_S) -> list[Path]:
+def prune(
+    current: Path,
+    keep: int = KEEP_OTHERS,
+    max_idle_s: float = MAX_IDLE_S,
+    pattern: str = f"{_PACKAGE}-*-f*-*",
+) -> list[Path]:
     """Remove the caches of other installations of the model beside ``current``: those
     unused for ``max_idle_s``, and all but the ``keep`` used most recently. Each new
     virtualenv (another package path, so other file times) writes its own ~80 MB cache;
-    without this they pile up. Only this user's own folders of this module's naming are
-    touched. A removed cache that is still wanted costs one rebuild (about a second), never
-    an error: loading never depends on the cache. Returns what was removed."""
+    without this they pile up. Only this user's own folders named by ``pattern`` (this
+    module's naming unless told) are touched. A removed cache that is still wanted costs
+    one rebuild (seconds), never an error: loading never depends on the cache. Returns
+    what was removed."""
     if not hasattr(os, "getuid"):
         return []  # whose folder it is cannot be told here
     now = time.time()
     others: list[tuple[float, Path]] = []
     try:
-        entries = list(current.parent.glob(f"{_PACKAGE}-*-f*-*"))
+        entries = list(current.parent.glob(pattern))
     except OSError:
         return []
     for entry in entries:
@@ -207,9 +213,10 @@ def build(model: Any, folder: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _remove_stale_temporaries(root: Path) -> None:
+def _remove_stale_temporaries(root: Path, prefix: str = f".tmp-{_PACKAGE}-") -> None:
+    """Temporary folders of builds killed an hour ago or more (a live build's is younger)."""
     now = time.time()
-    for entry in root.glob(".tmp-usem3-*"):
+    for entry in root.glob(f"{prefix}*"):
         try:
             if now - entry.stat().st_mtime > _STALE_TMP_S:
                 shutil.rmtree(entry, ignore_errors=True)
