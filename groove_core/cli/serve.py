@@ -59,6 +59,9 @@ class LocalOptions:
 
     only: bool
     idle_timeout: float | None
+    #: The lock (:class:`~groove_core.cli.warm_server.BackgroundLock`) the command that
+    #: started this server took for it: inherited, already held.
+    lock_fd: int | None = None
 
 
 @click.command("serve")
@@ -158,6 +161,7 @@ class LocalOptions:
     "With --background: seconds without a command before the server stops on its own.",
 )
 @click.option("--local-only", is_flag=True, hidden=True)  # what --background runs
+@click.option("--lock-fd", type=int, hidden=True)  # the lock --background hands it
 @defaulted("--log-level", click.Choice(LOG_LEVELS), "info", "Logging to stderr.")
 @handle_errors
 def serve_cmd(
@@ -181,6 +185,7 @@ def serve_cmd(
     stop_server: bool,
     idle_timeout: float,
     local_only: bool,
+    lock_fd: int | None,
     log_level: str,
 ) -> None:
     """Serve the knowledge base to LLM agents over MCP (tools: search, get_document,
@@ -209,7 +214,7 @@ def serve_cmd(
     configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    local = LocalOptions(local_only, idle_timeout if local_only else None)
+    local = LocalOptions(local_only, idle_timeout if local_only else None, lock_fd)
     _serve(
         folders, config_path, transport, http, max_response_chars, readers, watch, log_level, local
     )
@@ -280,8 +285,10 @@ def _serve(
     from groove_core.multi_kb import open_kbs
 
     log = structlog.get_logger("groove.serve")
-    # Before the index and the embedder load: a bad token source stops the start at once.
+    # Before the index and the embedder load: a bad token source stops the start at once,
+    # and so does another background server of these KBs.
     token = read_token(http.token_file) if transport == "http" else None
+    lock = _hold_background_lock(folders, local) if local.only else None
     kbs = open_kbs(folders, config_path)
     apps = [kb.app for kb in kbs]
     bus = WatchBus()
@@ -303,7 +310,11 @@ def _serve(
                 "no index yet: tools will fail until 'groove index' runs", kb=str(kb.app.kb)
             )
     if local.only:
-        _serve_local(kbs, config_path, local)
+        try:
+            _serve_local(kbs, config_path, local)
+        finally:
+            assert lock is not None
+            lock.close()
         return
     server = build_mcp_server(
         kbs, max_response_chars=max_chars, readers=readers, bus=bus, activity=activity
@@ -313,6 +324,7 @@ def _serve(
     listener = LocalServer([(kb.app.kb, config_path, kb.app) for kb in server.documents.kbs])
     if listener.start() is None:
         log.warning("no private folder for the command line's socket: not listening")
+    _close_on_sigterm(listener)
     served = ", ".join(str(app.kb) for app in apps)
     log.info("serving", kb=served, transport=transport, max_response_chars=max_chars)
     try:
@@ -322,6 +334,50 @@ def _serve(
             _serve_http(server, http, token, log_level)
     finally:
         listener.close()
+
+
+def _close_on_sigterm(listener: Any) -> None:
+    """On SIGTERM, remove the command line's socket, then end as SIGTERM ends a process
+    (on stdio nothing else runs at exit; HTTP's uvicorn takes the signal while it serves
+    and raises it again once it has stopped)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # a server run inside a program (tests): its own business
+
+    def terminated(signum: int, _frame: Any) -> None:
+        listener.close()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, terminated)
+
+
+def _hold_background_lock(folders: list[Path], local: LocalOptions) -> Any:
+    """The lock of the background server of ``folders``, held for this process's life;
+    a clear error when another one holds it."""
+    from groove_core.cli.warm import runtime_dir
+    from groove_core.cli.warm_server import BackgroundLock
+
+    folder = runtime_dir(create=True)
+    if folder is None:
+        raise click.ClickException("no private folder for the command line's socket")
+    if local.lock_fd is not None:
+        os.set_inheritable(local.lock_fd, False)  # not to the embedding child, if any
+    lock = BackgroundLock(folder, folders, local.lock_fd)
+    if not lock.take():
+        holder = lock.holder()
+        lock.close()
+        raise click.ClickException(_running(folders, holder))
+    if local.lock_fd is None:
+        lock.record(os.getpid())
+    return lock
+
+
+def _running(folders: list[Path], pid: int | None) -> str:
+    who = f" (pid {pid})" if pid is not None else ""
+    return f"a background server for {', '.join(map(str, folders))} is already running{who}"
 
 
 def _serve_http(server: Any, http: HttpOptions, token: str | None, log_level: str) -> None:
@@ -393,15 +449,17 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
 def _start_background(
     folders: list[Path], config_path: Path | None, watch: bool, idle_timeout: float
 ) -> None:
-    """Start a detached ``serve --local-only`` and wait until it answers."""
+    """Start a detached ``serve --local-only`` and wait until it answers; if another
+    holds these KBs, or is starting for them, say so (and wait for the one starting)."""
     import subprocess
     import sys
     import time
 
     from groove_core.cli.warm import runtime_dir, served_by
+    from groove_core.cli.warm_server import BackgroundLock
 
     if (pid := served_by(folders)) is not None:
-        click.echo(f"already served for the command line (pid {pid})")
+        click.echo(_running(folders, pid))
         return
     folder = runtime_dir(create=True)
     if folder is None:
@@ -409,37 +467,80 @@ def _start_background(
             "no private folder for the command line's socket (set XDG_RUNTIME_DIR to a folder "
             "only you can enter)"
         )
-    args = [sys.executable, "-m", "groove_core", "serve", "--local-only"]
-    args += [a for f in folders for a in ("--kb", str(f))]
-    args += ["--config", str(config_path)] if config_path else []
-    args += ["--watch"] if watch else []
-    args += ["--idle-timeout", str(idle_timeout)]
-    log_file = folder / f"background-{int(time.time())}.log"
-    with open(log_file, "ab") as log:
-        proc = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,  # not stopped with the shell that started it
-            env={**os.environ, "GROOVE_NO_SERVER": "1"},
-        )
+    lock = BackgroundLock(folder, folders)
+    try:
+        if not _take_or_wait(lock, folders):
+            return
+        lock.record(None)
+        args = [sys.executable, "-m", "groove_core", "serve", "--local-only"]
+        args += [a for f in folders for a in ("--kb", str(f))]
+        args += ["--config", str(config_path)] if config_path else []
+        args += ["--watch"] if watch else []
+        args += ["--idle-timeout", str(idle_timeout), "--lock-fd", str(lock.fd)]
+        log_file = lock.log_path
+        with open(log_file, "wb") as log:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # not stopped with the shell that started it
+                env={**os.environ, "GROOVE_NO_SERVER": "1"},
+                pass_fds=(lock.fd,),  # the server holds the lock from now on
+            )
+        lock.record(proc.pid)
+    finally:
+        lock.close()
     deadline = time.monotonic() + BACKGROUND_START_TIMEOUT
     while served_by(folders) != proc.pid:
         if proc.poll() is not None:
-            tail = log_file.read_text(errors="replace").strip().splitlines()[-1:]
-            raise click.ClickException(
-                f"the background server stopped at start: {tail[0] if tail else 'no output'}"
-            )
+            raise click.ClickException(f"the background server stopped at start: {_last(log_file)}")
         if time.monotonic() > deadline:
             proc.terminate()
-            raise click.ClickException("the background server did not answer in time")
+            raise click.ClickException(
+                f"the background server did not answer in {BACKGROUND_START_TIMEOUT:g} s "
+                f"(its log: {log_file})"
+            )
         time.sleep(0.1)
     minutes = idle_timeout / 60
     click.echo(
         f"serving {', '.join(map(str, folders))} for the command line (pid {proc.pid}); it "
         f"stops after {minutes:g} min without a command, or with: groove serve --stop --kb ..."
     )
+
+
+def _take_or_wait(lock: Any, folders: list[Path]) -> bool:
+    """Take ``lock`` (True: start the server), or, while another process holds it, wait
+    for the server it starts to answer and say so (False). A holder that does not answer
+    (stopped, frozen) is said at once; one still starting is waited for."""
+    import time
+
+    from groove_core.cli.warm import served_by, silent
+
+    deadline = time.monotonic() + BACKGROUND_START_TIMEOUT
+    while not lock.take():
+        holder = lock.holder()
+        if (pid := served_by(folders)) is not None:
+            click.echo(_running(folders, pid))
+            return False
+        if holder is not None and silent(holder):
+            raise click.ClickException(
+                f"{_running(folders, holder)} but does not answer (stopped?): 'kill -CONT "
+                f"{holder}' resumes it, 'kill {holder}' ends it"
+            )
+        if time.monotonic() > deadline:
+            raise click.ClickException(
+                f"{_running(folders, holder)} but has not answered in "
+                f"{BACKGROUND_START_TIMEOUT:g} s"
+            )
+        time.sleep(0.1)
+    return True
+
+
+def _last(log_file: Path) -> str:
+    """The last line of a log: what a server that stopped at start said last."""
+    lines = log_file.read_text(errors="replace").strip().splitlines()
+    return lines[-1].removeprefix("groove: ").removeprefix("Error: ") if lines else "no output"
 
 
 def _stop(folders: list[Path]) -> None:

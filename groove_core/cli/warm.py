@@ -17,6 +17,15 @@ plugin flag it does not know) it refuses before any output, and the client goes 
 next socket, and at the end runs the command itself, silently. A dead server's socket is
 removed by the next client that finds it refusing connections.
 
+A server appears at once and whole: it listens on a socket of another name first and
+renames it into place, so a socket that refuses a connection is a dead server's, never one
+still starting. A server that is alive says so within a second while it works (a newline
+now and then, before its answer); a client that hears nothing from one for
+:data:`SIGN_OF_LIFE` seconds (a server stopped with SIGSTOP, or frozen) says so on one line,
+marks its socket (:data:`SILENT`) and goes on without it, and later clients skip a marked
+socket without waiting, for :data:`SILENT_SECONDS` or until the server, alive again, removes
+the mark (within seconds). A client sends its request only to a server running as its user.
+
 This module is the client and what both sides share: the standard library's lightest
 modules only (every ``groove`` command pays for its import). The server is
 :mod:`groove_core.cli.warm_server`.
@@ -31,7 +40,9 @@ import os
 import re
 import socket
 import stat
+import struct
 import sys
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +63,14 @@ MAX_ANSWER = 64 << 20
 #: Seconds a client waits for one server: to connect, and for the answer.
 CONNECT_TIMEOUT = 0.5
 ANSWER_TIMEOUT = 120.0
+#: Seconds a client waits for a server's first byte, and between two: a server that works
+#: on a command sends a newline every :data:`KEEPALIVE` seconds until its answer.
+SIGN_OF_LIFE = 3.0
+KEEPALIVE = 1.0
+#: What a client adds to a socket's path to mark a server that did not answer (an empty
+#: file), and for how long later clients skip it unless the server removes the mark.
+SILENT = ".silent"
+SILENT_SECONDS = 600.0
 #: Sockets a client tries at most before running the command itself.
 MAX_SOCKETS = 16
 SUFFIX = ".sock"
@@ -114,6 +133,10 @@ def forward(argv: Sequence[str]) -> int | None:
         except KeyboardInterrupt:  # as the command says it alone (cli.common.handle_errors)
             sys.stderr.write("\ngroove: interrupted\n")
             return 130
+        except Silent as why:
+            # Said once: the mark spares the next commands the wait (and this line).
+            _write(sys.stderr, f"groove: {why}; running this command without it\n")
+            continue
         if answer is None or "refused" in answer:
             continue
         for stream, text in ((sys.stdout, answer["stdout"]), (sys.stderr, answer["stderr"])):
@@ -164,14 +187,68 @@ def _tty(stream: Any) -> bool:
 
 
 def _sockets(folder: str) -> list[str]:
-    """The server sockets, the most recently started first."""
+    """The server sockets, the most recently started first, less those marked silent
+    within :data:`SILENT_SECONDS`."""
     try:
         with os.scandir(folder) as entries:
-            found = [(_mtime(e), e.path) for e in entries if e.name.endswith(SUFFIX)]
+            names = {e.name: e for e in entries}
     except OSError:
         return []
+    now = time.time()
+    found = []
+    for name, entry in names.items():
+        if not name.endswith(SUFFIX):
+            continue
+        mark = names.get(name + SILENT)
+        if mark is not None and now - _mtime(mark) < SILENT_SECONDS:
+            continue
+        found.append((_mtime(entry), entry.path))
     found.sort(reverse=True)
     return [path for _, path in found[:MAX_SOCKETS]]
+
+
+def silent(pid: int) -> bool:
+    """Whether a socket of the server ``pid`` is marked as not answering."""
+    folder = socket_folder()
+    if folder is None:
+        return False
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries]
+    except OSError:
+        return False
+    return any(n.startswith(f"{pid}-") and n.endswith(SUFFIX + SILENT) for n in names)
+
+
+class Silent(Exception):
+    """A server gave no sign of life in time (stopped, or frozen); the message says which."""
+
+
+def _pid_of(path: str) -> str:
+    """The pid a server's socket is named after (``PID-MS.sock``)."""
+    return os.path.basename(path).partition("-")[0]
+
+
+def _mark_silent(path: str) -> None:
+    with contextlib.suppress(OSError):
+        fd = os.open(path + SILENT, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+        os.close(fd)
+        os.utime(path + SILENT)
+
+
+def _remove_dead(path: str) -> None:
+    """Remove the socket ``path`` that refused a connection: a server that is gone (a live
+    one's socket listens from the moment it has its name). Only a socket of this user:
+    anything else found under that name is left alone."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.getuid():
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        with contextlib.suppress(OSError):
+            os.unlink(path + SILENT)
 
 
 def _mtime(entry: os.DirEntry[str]) -> float:
@@ -185,7 +262,8 @@ def _ask(
     where: str | os.PathLike[str], request: bytes, timeout: float = ANSWER_TIMEOUT
 ) -> dict[str, Any] | None:
     """One exchange with the server at ``where``; None when it is not there (a socket
-    whose server died is removed)."""
+    whose server died is removed) or not this user's. :class:`Silent` (its socket marked)
+    when it says nothing for :data:`SIGN_OF_LIFE` seconds, or works on for ``timeout``."""
     path = os.fspath(where)
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
@@ -193,14 +271,18 @@ def _ask(
         try:
             sock.connect(path)
         except ConnectionRefusedError:
-            with contextlib.suppress(OSError):
-                os.unlink(path)  # nobody listens: a server that was killed
+            _remove_dead(path)  # nobody listens: a server that was killed
             return None
         except OSError:
             return None
-        sock.settimeout(timeout)
+        if not same_user(sock):
+            return None  # the request holds the command line and the folder: not theirs
+        sock.settimeout(SIGN_OF_LIFE)
         sock.sendall(request)
-        data = read_line(sock, MAX_ANSWER)
+        data = _answer(sock, path, timeout)
+    except Silent:
+        _mark_silent(path)
+        raise
     except OSError:
         return None
     finally:
@@ -212,11 +294,41 @@ def _ask(
     return answer if isinstance(answer, dict) else None
 
 
+def _answer(sock: socket.socket, path: str, timeout: float) -> bytes:
+    """The server's answer line, past the newlines it sends while it works; each read
+    waits :data:`SIGN_OF_LIFE` seconds at most (the socket's timeout), all ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            data = read_line(sock, MAX_ANSWER)
+        except TimeoutError:
+            raise Silent(
+                f"the groove server with pid {_pid_of(path)} did not answer in "
+                f"{SIGN_OF_LIFE:g} s (stopped?)"
+            ) from None
+        if not data or data.strip():
+            return data
+        if time.monotonic() > deadline:
+            raise Silent(
+                f"the groove server with pid {_pid_of(path)} did not finish the command in "
+                f"{timeout:g} s"
+            )
+
+
+def same_user(sock: socket.socket) -> bool:
+    """Whether the peer of ``sock`` runs as this process's user (Linux: SO_PEERCRED;
+    elsewhere the socket's folder, 0700 and ours, is the guard)."""
+    option = getattr(socket, "SO_PEERCRED", None)
+    if option is None:
+        return True
+    creds = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+    _, uid, _ = struct.unpack("3i", creds)
+    return bool(uid == os.getuid())
+
+
 def read_line(sock: socket.socket, limit: int, seconds: float | None = None) -> bytes:
     """Bytes up to a newline, the peer's end, or ``limit``; with ``seconds``, what came
     within that time in all (a peer that sends a byte now and then cannot hold it)."""
-    import time
-
     chunks, size = [], 0
     deadline = None if seconds is None else time.monotonic() + seconds
     while True:
@@ -240,7 +352,10 @@ def _ask_all(op: dict[str, Any]) -> list[dict[str, Any]]:
     if folder is None:
         return []
     request = json.dumps(op).encode() + b"\n"
-    answers = (_ask(path, request, timeout=10) for path in _sockets(folder))
+    answers = []
+    for path in _sockets(folder):
+        with contextlib.suppress(Silent):  # marked: the caller says what it means
+            answers.append(_ask(path, request, timeout=10))
     return [a for a in answers if a]
 
 

@@ -1,16 +1,25 @@
 """The server side of the command line answered by a running server
 (:mod:`groove_core.cli.warm`): a thread of every ``groove serve`` that runs the commands
-sent to its socket against the KBs it holds."""
+sent to its socket against the KBs it holds.
+
+Threads: one accepts connections (and removes the mark a client left on the socket when
+this server did not answer it, :data:`~groove_core.cli.warm.SILENT`); one per connection
+reads its request, answers ``who`` and ``stop`` itself, and while the command waits its
+turn and runs sends a newline every :data:`~groove_core.cli.warm.KEEPALIVE` seconds, so a
+client tells a busy server from a frozen one; one runs the commands, one at a time (a
+command changes the process's folder and captures its output).
+"""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import json
 import os
+import queue
 import socket
 import stat
-import struct
 import sys
 import threading
 import time
@@ -23,12 +32,15 @@ from groove_core import logs
 from groove_core.cli.warm import (
     ANSWER_TIMEOUT,
     COMMANDS,
+    KEEPALIVE,
     MATCH_ENV,
     MAX_REQUEST,
     OUTPUT_ENV,
+    SILENT,
     SUFFIX,
     read_line,
     runtime_dir,
+    same_user,
 )
 
 
@@ -116,6 +128,10 @@ def _file_state(path: Path) -> tuple[int, int] | None:
 
 #: Seconds a client has to send its whole request (a command line: a few hundred bytes).
 REQUEST_SECONDS = 2.0
+#: Connections served at once; one more is closed at once (its client runs alone).
+MAX_CLIENTS = 64
+#: Seconds between the accepting thread's looks at the socket's silent mark.
+MARK_CHECK = 1.0
 
 _held: Held | None = None
 _holding = threading.local()
@@ -139,9 +155,20 @@ def held_app(kb: Path, config_path: Path | None) -> Any | None:
     return _held.get(kb, config_path)
 
 
+@dataclass
+class _Job:
+    """One command for the command thread, and its answer once run."""
+
+    request: dict[str, Any]
+    answer: dict[str, Any] = field(default_factory=dict)
+    done: threading.Event = field(default_factory=threading.Event)
+    cancelled: bool = False
+
+
 class LocalServer:
     """Answers command-line requests on this user's socket, one at a time, on a thread of
-    its own (a command changes the process's folder and captures its output)."""
+    its own (a command changes the process's folder and captures its output); see the
+    module's doc for its threads."""
 
     def __init__(
         self,
@@ -167,21 +194,37 @@ class LocalServer:
         self.last_used = time.monotonic()
         self._sock: socket.socket | None = None
         self._clis: dict[tuple[str, tuple[int, int] | None], Any] = {}
+        self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._clients = threading.BoundedSemaphore(MAX_CLIENTS)
 
     def start(self) -> Path | None:
-        """Listen (a thread); the socket's path, or None when no safe folder exists."""
+        """Listen (threads); the socket's path, or None when no safe folder exists.
+
+        The socket listens under a name no client looks at before it is renamed to the
+        one they do: a client never finds it bound and not yet listening, which it would
+        take for a dead server's socket and remove."""
         folder = runtime_dir(create=True)
         if folder is None:
             return None
-        self.path = folder / f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
+        name = f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
+        path, starting = folder / name, folder / f".{name}.new"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(str(self.path))
-        # The folder (0700, ours) already keeps others out; the socket says so too. Not
-        # through the umask: that is the whole process's, and other threads write files.
-        self.path.chmod(0o600)
-        sock.listen(16)
+        try:
+            sock.bind(str(starting))
+            # The folder (0700, ours) already keeps others out; the socket says so too. Not
+            # through the umask: that is the whole process's, and other threads write files.
+            starting.chmod(0o600)
+            sock.listen(16)
+            starting.rename(path)
+        except BaseException:
+            sock.close()
+            with contextlib.suppress(OSError):
+                starting.unlink()
+            raise
+        self.path = path
         self._sock = sock
-        threading.Thread(target=self._serve, name="groove-cli", daemon=True).start()
+        threading.Thread(target=self._work, name="groove-cli", daemon=True).start()
+        threading.Thread(target=self._serve, name="groove-cli-accept", daemon=True).start()
         if self.idle_exit:
             threading.Thread(target=self._idle_watch, name="groove-idle", daemon=True).start()
         return self.path
@@ -189,9 +232,11 @@ class LocalServer:
     def close(self) -> None:
         if self._sock is not None:
             self._sock.close()
+        self._jobs.put(None)
         if self.path is not None:
-            with contextlib.suppress(OSError):
-                self.path.unlink()
+            for path in (self.path, Path(f"{self.path}{SILENT}")):
+                with contextlib.suppress(OSError):
+                    path.unlink()
 
     def _shut(self) -> None:
         self.close()
@@ -206,25 +251,40 @@ class LocalServer:
                 return
 
     def _serve(self) -> None:
-        global _held
-        _held = self.held
-        assert self._sock is not None
+        """Accept connections, each served by a thread of its own; now and then remove
+        the mark of a client that found this server silent (it answers again)."""
+        sock = self._sock
+        assert sock is not None and self.path is not None
+        mark = f"{self.path}{SILENT}"
+        sock.settimeout(MARK_CHECK)
         while True:
+            with contextlib.suppress(OSError):
+                os.unlink(mark)
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = sock.accept()
+            except TimeoutError:
+                continue
             except OSError:
                 return  # closed
+            if not self._clients.acquire(blocking=False):
+                conn.close()  # too many at once: that client runs its command alone
+                continue
+            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+
+    def _client(self, conn: socket.socket) -> None:
+        try:
             with conn:
-                try:
-                    self._one(conn)
-                except Exception:  # a broken client must not stop the server
-                    continue
+                conn.settimeout(None)
+                self._one(conn)
+        except Exception:  # a broken client must not stop the server
+            pass
+        finally:
+            self._clients.release()
 
     def _one(self, conn: socket.socket) -> None:
-        if not _same_user(conn):
+        if not same_user(conn):
             return
-        # One request at a time: a client that sends slowly (or not at all) must not hold
-        # the others, who then wait for it or run alone.
+        # A client that sends slowly (or not at all) loses its turn within seconds.
         data = read_line(conn, MAX_REQUEST, REQUEST_SECONDS)
         try:
             request = json.loads(data)
@@ -244,6 +304,39 @@ class LocalServer:
             return
         if request.get("op") != "run":
             return
+        conn.settimeout(ANSWER_TIMEOUT)
+        # Alive, said at once: a client that has gone meanwhile (it gave up on a server
+        # that was stopped, and the request waited for it) gets no command run for it.
+        conn.sendall(b"\n")
+        job = _Job(request)
+        self._jobs.put(job)
+        try:
+            # Working, or waiting its turn: said to the client now and then.
+            while not job.done.wait(KEEPALIVE):
+                conn.sendall(b"\n")
+        except OSError:
+            job.cancelled = True  # the client went on without us: not run for nobody
+            raise
+        conn.sendall(json.dumps(job.answer, ensure_ascii=False).encode() + b"\n")
+
+    def _work(self) -> None:
+        """The commands, one at a time, in the order they came."""
+        global _held
+        _held = self.held
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return  # closed
+            if job.cancelled:
+                job.done.set()
+                continue
+            try:
+                job.answer = self._answer(job.request)
+            except Exception as err:  # the client runs the command alone
+                job.answer = {"refused": f"the server failed: {type(err).__name__}"}
+            job.done.set()
+
+    def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
         answer = self._run(request)
         if "refused" not in answer:  # asked about other KBs only, it is still idle
             self.last_used = time.monotonic()
@@ -253,8 +346,7 @@ class LocalServer:
             code=answer.get("code"),
             refused=answer.get("refused"),
         )
-        conn.settimeout(ANSWER_TIMEOUT)
-        conn.sendall(json.dumps(answer, ensure_ascii=False).encode() + b"\n")
+        return answer
 
     def _stale(self) -> str | None:
         """Why this server can no longer answer (a configuration changed since it
@@ -367,12 +459,48 @@ def _log() -> Any:
     return structlog.get_logger("groove.serve")
 
 
-def _same_user(conn: socket.socket) -> bool:
-    """Whether the peer runs as this process's user (Linux: SO_PEERCRED; elsewhere the
-    socket's folder, 0700 and ours, is the guard)."""
-    option = getattr(socket, "SO_PEERCRED", None)
-    if option is None:
+class BackgroundLock:
+    """Whoever holds it starts or is the background server of ``folders`` (a lock file in
+    the socket folder, one per set of KB folders): two ``serve --background`` at once start
+    one server. The starting command takes it and hands it to the server it starts (an
+    inherited descriptor), which holds it for its life: the lock is free again when that
+    server ends, however it ends. The file holds the server's pid."""
+
+    def __init__(self, folder: Path, folders: Sequence[Path], fd: int | None = None) -> None:
+        key = hashlib.sha256("\0".join(sorted(str(f) for f in folders)).encode()).hexdigest()
+        self.path = folder / f"background-{key[:16]}.lock"
+        flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
+        self.fd = os.open(self.path, flags, 0o600) if fd is None else fd
+
+    @property
+    def log_path(self) -> Path:
+        """The log of the background server of these folders (one at a time)."""
+        return self.path.with_suffix(".log")
+
+    def take(self) -> bool:
+        """Take it; False while another process holds it."""
+        import fcntl
+
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
         return True
-    creds = conn.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
-    _, uid, _ = struct.unpack("3i", creds)
-    return bool(uid == os.getuid())
+
+    def record(self, pid: int | None) -> None:
+        """Write the holder's pid (None: not known yet)."""
+        os.ftruncate(self.fd, 0)
+        if pid is not None:
+            os.pwrite(self.fd, str(pid).encode(), 0)
+
+    def holder(self) -> int | None:
+        """The pid its holder recorded, or None."""
+        try:
+            text = os.pread(self.fd, 32, 0).decode("ascii", "replace").strip()
+        except OSError:
+            return None
+        return int(text) if text.isdigit() else None
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            os.close(self.fd)
