@@ -16,6 +16,14 @@ stuck in a batch, that its parent is gone) and exits. The parent checks every ba
 would its own embedder's (:func:`groove_core.embedding.checked_vectors`, in the indexer),
 and the child's identity against its own embedder's: a child that builds another embedder
 is not used (the run embeds in its own process, as when the child cannot start).
+
+A child that is stopped (SIGSTOP, or a Ctrl-Z sent to it alone) is not waited for without
+end: the parent looks at it while it waits for an answer, and one that stays stopped for
+:data:`STOPPED_SECONDS` is killed, which counts as a child that could not start (the run
+embeds in its own process) or that died during the run (the run's vector pass fails with
+one line). What the child writes reaches the standard error of the parent through a pipe
+the parent reads, never through that descriptor itself: a child orphaned while stopped
+cannot keep that stream (a pipe to ``tee``, say) open after the parent has gone.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +55,11 @@ OWN_PROCESS_BYTES = 1_000_000
 #: Or how many chunks wait for a vector when the run starts (a run after one that was
 #: interrupted or stopped reads little and embeds what that one left; a re-embed reads none).
 OWN_PROCESS_CHUNKS = 1_000
+#: Seconds a child may stay stopped (SIGSTOP) while the parent waits for it; then it is
+#: killed. A debugger's stop (tracing) does not count.
+STOPPED_SECONDS = 10.0
+#: Seconds between two looks of the parent at a child it waits for.
+STOP_POLL = 1.0
 
 
 def available() -> bool:
@@ -100,6 +114,43 @@ class _NoChild(Exception):
     """The child did not get as far as answering: the run embeds in its own process."""
 
 
+class _Stopped(Exception):
+    """The child stayed stopped while the parent waited for it, and was killed."""
+
+
+def _stopped(pid: int) -> bool:
+    """Whether process ``pid`` is stopped by a signal (SIGSTOP, SIGTSTP): its state in
+    ``/proc`` (Linux), else ``ps``'s."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rpartition(b")")[2].split()[:1]
+        return state == [b"T"]
+    except FileNotFoundError:
+        if os.path.isdir("/proc/self"):
+            return False  # Linux: the process is gone
+    except OSError:
+        return False
+    try:
+        done = subprocess.run(
+            ["ps", "-o", "stat=", "-p", str(pid)], capture_output=True, timeout=5, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.stdout.strip().startswith(b"T")
+
+
+def _copy_to_stderr(proc: subprocess.Popen[bytes]) -> None:
+    """Copy what the child writes to this process's standard error (its descriptor: a
+    command's captured ``sys.stderr`` is not where the child's lines belong)."""
+    pipe = proc.stdout
+    assert pipe is not None
+    with pipe:
+        while chunk := os.read(pipe.fileno(), 65536):
+            with contextlib.suppress(OSError):
+                while chunk:
+                    chunk = chunk[os.write(2, chunk) :]
+
+
 class EmbedderProcess:
     """An embedder whose batches are embedded by a child process (see the module's doc).
 
@@ -123,6 +174,7 @@ class EmbedderProcess:
         self._lock = threading.Lock()
         self._closed = False
         self._here = False  # embedding in this process: the child could not start
+        self._copier: threading.Thread | None = None
         #: Why the run embedded in this process after all (None: it did not).
         self.warning: str | None = None
 
@@ -153,14 +205,14 @@ class EmbedderProcess:
                 return vectors
             conn = self._conn
             assert conn is not None
+            never = '[embedder] own_process = "never" embeds in the run\'s own process'
             try:
                 conn.send(("embed", list(texts)))
-                reply = conn.recv()
+                reply = self._receive(conn)
             except (EOFError, OSError):
-                raise EmbedderError(
-                    f'{self._died()}; [embedder] own_process = "never" embeds in the run\'s '
-                    "own process"
-                ) from None
+                raise EmbedderError(f"{self._died()}; {never}") from None
+            except _Stopped as err:
+                raise EmbedderError(f"{err}; {never}") from None
             answered: np.ndarray = _answer(reply)
             return answered
 
@@ -181,8 +233,10 @@ class EmbedderProcess:
                 [sys.executable, "-P", "-m", "groove_core.embed_child", str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),),
                 stdin=subprocess.DEVNULL,
-                # Never this process's standard output: an MCP stdio server speaks there.
-                stdout=2,
+                # Never this process's standard output (an MCP stdio server speaks there),
+                # and not its standard error itself: a pipe this process copies there.
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
                 # Not the terminal's process group: a Ctrl-C is the parent process's to handle,
                 # which then closes the socket.
                 start_new_session=True,
@@ -192,13 +246,20 @@ class EmbedderProcess:
             raise _NoChild(f"the embedding process could not start: {err}") from None
         finally:
             theirs.close()
+        self._copier = threading.Thread(
+            target=_copy_to_stderr, args=(self._proc,), name="groove-embed-stderr", daemon=True
+        )
+        self._copier.start()
         conn = Connection(mine.detach())
         try:
             conn.send(("config", self._config))
-            ready = conn.recv()
+            ready = self._receive(conn)
         except (EOFError, OSError):
             conn.close()
             raise _NoChild(self._died()) from None
+        except _Stopped as err:
+            conn.close()
+            raise _NoChild(str(err)) from None
         except BaseException:
             conn.close()
             self._reap(0)
@@ -214,6 +275,26 @@ class EmbedderProcess:
             raise _NoChild(problem)
         self._dim = ready[2]
         return conn
+
+    def _receive(self, conn: Connection) -> Any:
+        """The child's next message; :class:`_Stopped` (the child killed) when it stays
+        stopped for :data:`STOPPED_SECONDS` meanwhile."""
+        proc = self._proc
+        stopped_since: float | None = None
+        while not conn.poll(STOP_POLL):
+            if proc is None or not _stopped(proc.pid):
+                stopped_since = None
+                continue
+            now = time.monotonic()
+            stopped_since = now if stopped_since is None else stopped_since
+            if now - stopped_since >= STOPPED_SECONDS:
+                proc.kill()
+                proc.wait()
+                raise _Stopped(
+                    f"the embedding process (pid {proc.pid}) was stopped (SIGSTOP) and did "
+                    f"not go on for {STOPPED_SECONDS:g} s: it was ended"
+                )
+        return conn.recv()
 
     def _died(self) -> str:
         code = self._reap()
@@ -246,6 +327,8 @@ class EmbedderProcess:
                 conn.close()
             self._reap()
             self._proc = None
+            if self._copier is not None:
+                self._copier.join(2.0)  # the child's last words, before the run's own
         finally:
             self._lock.release()
 

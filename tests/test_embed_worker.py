@@ -492,3 +492,133 @@ def test_the_servers_copies_keep_whether_plugins_are_installed(tmp_path: Path) -
     for app in (installed, in_process):
         assert server_app(app).plugins_installed == app.plugins_installed
         assert Watcher(app).app.plugins_installed == app.plugins_installed
+
+
+# -- a child that is stopped (issue #46) ---------------------------------------------------
+
+
+def _stopped_for(monkeypatch: pytest.MonkeyPatch, seconds: float) -> None:
+    """Kill a stopped child after ``seconds`` (raising=False: this runs against older code)."""
+    monkeypatch.setattr(embed_worker, "STOPPED_SECONDS", seconds, raising=False)
+    monkeypatch.setattr(embed_worker, "STOP_POLL", 0.2, raising=False)
+
+
+def test_a_stopped_child_is_not_waited_for_without_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A child stopped (SIGSTOP) in the middle of a run was waited for forever (only a
+    Ctrl-C ended the run): now it is killed once it has stayed stopped STOPPED_SECONDS,
+    and the batch fails with one line, as when the child dies."""
+    _stopped_for(monkeypatch, 1.0)
+    worker = EmbedderProcess(_config(tmp_path, ALWAYS), HashingEmbedder())
+    errors: list[BaseException] = []
+    try:
+        worker.embed_documents(["one text"])
+        proc = worker._proc
+        assert proc is not None
+        os.kill(proc.pid, signal.SIGSTOP)
+
+        def embed() -> None:
+            try:
+                worker.embed_documents(["two texts"])
+            except EmbedderError as err:
+                errors.append(err)
+
+        waiting = threading.Thread(target=embed, daemon=True)
+        began = time.monotonic()
+        waiting.start()
+        waiting.join(15)
+        assert not waiting.is_alive(), "the run still waits for the stopped child"
+        assert time.monotonic() - began < 10
+        assert len(errors) == 1
+        assert f"(pid {proc.pid}) was stopped (SIGSTOP)" in str(errors[0])
+        assert 'own_process = "never"' in str(errors[0])
+        assert proc.poll() == -signal.SIGKILL
+    finally:
+        worker.close()
+
+
+STOPS_AT_START = """
+import os, signal
+if os.environ.get("GROOVE_TEST_STOP_THE_CHILD"):
+    os.kill(os.getpid(), signal.SIGSTOP)
+"""
+
+
+def test_a_child_stopped_before_it_answers_leaves_the_run_here(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stopped before it says it is ready: as a child that cannot start, the run embeds in
+    its own process, with the warning saying why."""
+    _stopped_for(monkeypatch, 1.0)
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(STOPS_AT_START, encoding="utf-8")
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    monkeypatch.setenv("PYTHONPATH", path)
+    monkeypatch.setenv("GROOVE_TEST_STOP_THE_CHILD", "1")  # only children run sitecustomize
+    worker = EmbedderProcess(_config(tmp_path, ALWAYS), HashingEmbedder())
+    done: list[Any] = []
+    thread = threading.Thread(
+        target=lambda: done.append(worker.embed_documents(["a text"])), daemon=True
+    )
+    try:
+        thread.start()
+        thread.join(15)
+        assert not thread.is_alive(), "the run still waits for the stopped child"
+        assert np.array_equal(done[0], HashingEmbedder().embed_documents(["a text"]))
+        assert worker.warning is not None and "was stopped (SIGSTOP)" in worker.warning
+        assert worker.warning.endswith("the run embedded in its own process")
+    finally:
+        proc = worker._proc
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        worker.close()
+
+
+ORPHAN = """
+import os, signal, sys, time
+from pathlib import Path
+from groove_core.config import load_config
+from groove_core.embed_worker import EmbedderProcess
+from groove_core.embedding import HashingEmbedder
+
+worker = EmbedderProcess(load_config(Path(sys.argv[1]), None), HashingEmbedder())
+worker.embed_documents(["x"])
+os.kill(worker._proc.pid, signal.SIGSTOP)
+print(worker._proc.pid, flush=True)
+time.sleep(3600)
+"""
+
+
+def test_an_orphaned_stopped_child_does_not_hold_the_parents_stderr(tmp_path: Path) -> None:
+    """The parent killed outright while its child is stopped: the child cannot leave (it
+    is stopped), and it held the parent's standard error, so whatever read that (a pipe to
+    `tee`, a test's capture) never saw its end. Now the child writes into a pipe of the
+    parent's, which closes with the parent."""
+    kb = make_kb(tmp_path / "kb", config=ALWAYS)
+    (tmp_path / "parent.py").write_text(ORPHAN, encoding="utf-8")
+    here = str(Path(embed_worker.__file__).parents[1])  # the groove this test imported
+    path = os.pathsep.join([here, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    parent = subprocess.Popen(
+        [sys.executable, str(tmp_path / "parent.py"), str(kb)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert parent.stdout is not None and parent.stderr is not None
+    child = int(parent.stdout.readline())
+    try:
+        parent.kill()
+        parent.wait()
+        ended = threading.Event()
+
+        def drain() -> None:
+            assert parent.stderr is not None
+            parent.stderr.read()  # returns once every writer has closed the pipe
+            ended.set()
+
+        threading.Thread(target=drain, daemon=True).start()
+        assert ended.wait(10), "the stopped child still holds the parent's stderr"
+    finally:
+        os.kill(child, signal.SIGKILL)
