@@ -415,3 +415,48 @@ def test_a_token_file_on_stdio_is_refused(notes_kb: Path, tmp_path: Path) -> Non
     (tmp_path / "token").write_text(TOKEN, encoding="utf-8")
     err = _refused(notes_kb, "--token-file", str(tmp_path / "token"))
     assert "--token-file applies to --transport http only" in err, err
+
+
+# -- clients that go away (issue #46) ---------------------------------------------------------
+
+
+def _partial_post(port: int, protocol: str | None) -> socket.socket:
+    """A POST whose head is whole and whose body has only begun: its handler is reading it."""
+    version = f"mcp-protocol-version: {protocol}\r\n" if protocol else ""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    sock.sendall(
+        (
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Accept: application/json, text/event-stream\r\n{version}Content-Length: 200\r\n"
+            '\r\n{"jsonrpc": "2.0", '
+        ).encode()
+    )
+    return sock
+
+
+def test_clients_gone_before_their_request_was_read_leave_no_traceback(notes_kb: Path) -> None:
+    """200 subscriptions/listen streams against the cap of 100 left a dozen `Exception in
+    ASGI application` tracebacks (starlette's ClientDisconnect) in the log, and the SDK
+    logged others itself. The same here on purpose: requests whose body had begun, closed
+    by the cap making room or by their client, on both of the SDK's request paths."""
+    open_kb(notes_kb)
+    with serve(notes_kb, "--max-connections", "2") as (port, proc):
+        for protocol in (None, "2026-07-28"):
+            # By their client.
+            gone = _partial_post(port, protocol)
+            time.sleep(0.3)
+            gone.close()
+            # By the cap: two waiting for their body, then two more arrive.
+            waiting = [_partial_post(port, protocol) for _ in range(2)]
+            time.sleep(0.3)
+            status, _ = _post(port, {})
+            assert status == 200
+            for sock in waiting:
+                sock.close()
+        time.sleep(0.5)
+        assert _post(port, {})[0] == 200
+    assert proc.stderr is not None
+    log = proc.stderr.read().decode(errors="replace")
+    assert "Traceback" not in log
+    assert "Exception in ASGI application" not in log
+    assert "ClientDisconnect" not in log

@@ -12,6 +12,9 @@
   everyone out for half an hour. At the cap the session idle longest is closed instead (its
   client gets 404 and starts a new one, as the protocol says).
 - **Authentication**: an optional bearer token, compared in constant time, never logged.
+- **Clients that go away** before their request is read (a connection the cap closed, a
+  client that gave up) are one debug line, not an ``Exception in ASGI application``
+  traceback: 200 ``subscriptions/listen`` streams against the cap of 100 left a dozen.
 - **Host and Origin**: always checked (DNS rebinding), against loopback names, the bound
   address and whatever ``--allow-host``/``--allow-origin`` add; the MCP SDK alone turns the
   checks off for any address other than loopback. Both must be well formed first: the SDK
@@ -151,6 +154,64 @@ class WellFormedHost:
                 await PlainTextResponse(refusal[0], status_code=refusal[1])(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+
+# -- clients that go away -----------------------------------------------------------------
+
+
+def _only_disconnects(err: BaseException) -> bool:
+    """Whether ``err`` is starlette's ClientDisconnect, or a group of nothing else."""
+    from starlette.requests import ClientDisconnect
+
+    if isinstance(err, BaseExceptionGroup):
+        return all(_only_disconnects(e) for e in err.exceptions)
+    return isinstance(err, ClientDisconnect)
+
+
+def _went_away() -> None:
+    _log.debug("a client went away before its request was read")
+
+
+class QuietDisconnects:
+    """A request whose client went away before its body was read ends quietly: the MCP
+    SDK's handler lets starlette's ClientDisconnect out, and uvicorn would log it as an
+    ``Exception in ASGI application`` with a traceback."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await self.app(scope, receive, send)
+        except BaseException as err:
+            if not _only_disconnects(err):
+                raise
+            _went_away()
+
+
+class _DisconnectLogFilter(logging.Filter):
+    """Drops a log record whose exception is a client gone away (the SDK logs one with
+    ``logger.exception``), leaving :func:`_went_away`'s debug line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        err = record.exc_info[1] if record.exc_info else None
+        if err is not None and _only_disconnects(err):
+            _went_away()
+            return False
+        return True
+
+
+#: The loggers that report a client gone away as an error with a traceback: the SDK's
+#: streamable HTTP transport, and uvicorn's (for whatever still reaches it).
+_DISCONNECT_LOGGERS = ("mcp.server.streamable_http", "uvicorn.error")
+
+
+def quiet_disconnect_logs() -> None:
+    """Filter the loggers of :data:`_DISCONNECT_LOGGERS` (once)."""
+    for name in _DISCONNECT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DisconnectLogFilter) for f in logger.filters):
+            logger.addFilter(_DisconnectLogFilter())
 
 
 # -- the bearer token --------------------------------------------------------------------
@@ -329,8 +390,8 @@ def http_app(
     allow_origins: tuple[str, ...] = (),
     limits: HttpLimits | None = None,
 ) -> ASGIApp:
-    """The ASGI app of ``server`` at /mcp, with Host/Origin checks, the token check and
-    groove's session limits."""
+    """The ASGI app of ``server`` at /mcp, with Host/Origin checks, the token check,
+    groove's session limits, and quiet ends for clients that went away."""
     limits = limits or HttpLimits()
     app: ASGIApp = server.streamable_http_app(
         transport_security=security_settings(host, allow_hosts, allow_origins),
@@ -339,8 +400,10 @@ def http_app(
         session_idle_timeout=limits.session_idle_timeout,
     )
     bound_sessions(server, limits)
+    quiet_disconnect_logs()
     app = WellFormedHost(app)
-    return BearerAuth(app, token) if token else app
+    app = BearerAuth(app, token) if token else app
+    return QuietDisconnects(app)
 
 
 def run_http(
