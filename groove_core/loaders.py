@@ -17,6 +17,7 @@ Light imports only: every command builds the table.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING
@@ -165,12 +166,22 @@ def _sniffs(spec: LoaderSpec, head: bytes) -> bool:
         return False
 
 
-def build_loaders(specs: Sequence[LoaderSpec], settings: Settings) -> Loaders:
-    """The table for ``settings``: each spec with its extensions resolved, lower-cased."""
+def build_loaders(
+    specs: Sequence[LoaderSpec],
+    settings: Settings,
+    calling: Callable[[str, str], AbstractContextManager[None]] | None = None,
+) -> Loaders:
+    """The table for ``settings``: each spec with its extensions resolved, lower-cased.
+    ``calling(plugin, hook)`` guards the call into a plugin's code
+    (:meth:`groove_core.plugins.Plugins.calling`): extensions that cannot be resolved stop
+    the command, since an index run without that loader's types would remove its files."""
     claimed = []
     for spec in specs:
-        ext = spec.extensions(settings) if callable(spec.extensions) else spec.extensions
-        claimed.append(ClaimedLoader(spec, tuple(e.lower() for e in ext)))
+        hook = f"groove_loaders: the extensions of loader {spec.identity!r}"
+        with nullcontext() if calling is None else calling(spec.plugin, hook):
+            ext = spec.extensions(settings) if callable(spec.extensions) else spec.extensions
+            found = tuple(e.lower() for e in ext)
+        claimed.append(ClaimedLoader(spec, found))
     return Loaders(tuple(claimed), settings)
 
 

@@ -4,12 +4,23 @@ Built-in features (the FTS and vector legs, match_spans, the embedders) are plug
 any other. Third-party plugins come from the ``groove`` entry-point group; the entry-point
 name is the plugin's name in ``[plugins] disabled`` and in ``groove plugins list``.
 A disabled plugin is blocked before discovery, so its module is never imported.
+
+Every call into a plugin's code goes through :meth:`Plugins.calling`: an error a plugin
+raises on purpose (a :class:`~groove_core.errors.GrooveError`, whose message is the whole
+story) passes as it is; anything else (a ``TypeError`` of a factory that takes the wrong
+arguments, an ``AttributeError``) becomes a :class:`PluginError`, one line naming the
+plugin, its distribution and the hook, never a traceback. Such an error stops the command:
+a plugin's part that fails cannot be left out silently (an index run without a loader's
+file types would remove their files from the index; a search or an evaluation without a
+stage would not be the one asked for). A loader failing on one file is that file's skip
+reason instead (:meth:`groove_core.loaders.Loaders.load`): the others are indexed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -18,6 +29,7 @@ import pluggy
 from groove_core import hookspecs
 from groove_core.config import ConfigError, ConfigSection, GrooveConfig, Settings, resolve_settings
 from groove_core.embedding import EmbedderError, EmbedderSpec
+from groove_core.errors import GrooveError
 
 if TYPE_CHECKING:
     from groove_core.backend import BackendSpec
@@ -28,7 +40,18 @@ if TYPE_CHECKING:
 
 ENTRY_POINT_GROUP = "groove"
 
+
+class PluginError(ConfigError):
+    """A plugin's code failed where groove called it, unexpectedly (not an error of its
+    own with a message for the user): the message names the plugin, its distribution and
+    the hook, and says how to disable it. A configuration error, since disabling the
+    plugin (``[plugins] disabled``) is what the user can do: every front-end shows it as
+    its one line (an MCP tool's error included)."""
+
+
 Status = Literal["enabled", "disabled", "failed"]
+#: The distribution of a plugin a program registered in its process (tests), in brackets.
+IN_PROCESS = "registered in process"
 
 
 @dataclass(frozen=True)
@@ -91,26 +114,93 @@ class Plugins:
     _switches: list[StageSwitch] | None = field(default=None, init=False, repr=False)
     _legs: list[LegSpec] | None = field(default=None, init=False, repr=False)
     _loaders: Loaders | None = field(default=None, init=False, repr=False)
+    #: The plugin that contributed each embedder name (:meth:`embedder_specs`).
+    _embedder_plugins: dict[str, str] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.settings = Settings(self.config)
+
+    # -- calling plugin code -------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def calling(self, plugin: str, hook: str) -> Iterator[None]:
+        """Around a call into ``plugin``'s code for ``hook`` (the hook, or what of its
+        contribution is called: ``groove_legs: the search of leg 'title'``): an
+        unexpected exception becomes a :class:`PluginError`. Passed as they are: a
+        GrooveError; a database error (the index's, which the caller names as damage or
+        the environment); anything from groove's own built-in plugins (groove's bugs keep
+        their traceback where the front-end logs one)."""
+        try:
+            yield
+        except GrooveError:
+            raise
+        except Exception as err:
+            if _database_error(err) or self._builtin(plugin):
+                raise
+            raise self.failure(plugin, hook, err) from err
+
+    def _builtin(self, plugin: str) -> bool:
+        return any(i.builtin for i in self.infos if i.name == plugin)
+
+    def failure(self, plugin: str, hook: str, err: BaseException) -> PluginError:
+        """The one-line error of ``plugin`` failing with ``err`` in ``hook``."""
+        info = next((i for i in self.infos if i.name == plugin), None)
+        if info is None or info.distribution == f"({IN_PROCESS})":
+            where = "registered in process"
+        elif info.builtin:
+            where = f"built into {info.distribution} {info.version}"
+        else:
+            where = f"distribution {info.distribution} {info.version}"
+        lines = str(err).strip().splitlines()
+        detail = f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
+        return PluginError(
+            f"the plugin {plugin!r} ({where}) failed in {hook}: {detail} (a bug of the "
+            f"plugin: update it, or disable it with [plugins] disabled = [{plugin!r}])"
+        )
+
+    def _contributions(self, hook: str) -> Iterator[tuple[str, list[Any]]]:
+        """(plugin, what it returned) for each implementation of the contribution hook
+        ``hook``, in registration order; a result that is not a list is that plugin's
+        failure too."""
+        for impl in getattr(self.pm.hook, hook).get_hookimpls():
+            with self.calling(impl.plugin_name, hook):
+                found = impl.function()
+                if found is not None and not isinstance(found, (list, tuple)):
+                    raise TypeError(f"returned {type(found).__name__}, not a list")
+            yield impl.plugin_name, list(found or [])
+
+    def _guarded(self, fn: Callable[..., Any], plugin: str, hook: str) -> Callable[..., Any]:
+        """``fn`` (a plugin's callable) with its unexpected failures as :class:`PluginError`."""
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with self.calling(plugin, hook):
+                return fn(*args, **kwargs)
+
+        return call
 
     # -- contribution hooks ------------------------------------------------------------
 
     def embedder_specs(self) -> dict[str, EmbedderSpec]:
         """Embedders by name (the first plugin, in pluggy's call order, wins a name)."""
         found: dict[str, EmbedderSpec] = {}
-        for impl in reversed(self.pm.hook.groove_embedders.get_hookimpls()):
-            for spec in cast("list[EmbedderSpec]", impl.function() or []):
-                found.setdefault(spec.name, spec)
+        for plugin, specs in reversed(list(self._contributions("groove_embedders"))):
+            for spec in cast("list[EmbedderSpec]", specs):
+                if spec.name not in found:
+                    found[spec.name] = spec
+                    self._embedder_plugins[spec.name] = plugin
         return found
 
     def backend_specs(self) -> dict[str, BackendSpec]:
-        """Storage backends by name (the first plugin, in pluggy's call order, wins a name)."""
+        """Storage backends by name (the first plugin, in pluggy's call order, wins a name),
+        each factory guarded (:meth:`calling`)."""
         found: dict[str, BackendSpec] = {}
-        for impl in reversed(self.pm.hook.groove_storage_backends.get_hookimpls()):
-            for spec in cast("list[BackendSpec] | None", impl.function()) or []:
-                found.setdefault(spec.name, replace(spec, plugin=impl.plugin_name))
+        for plugin, specs in reversed(list(self._contributions("groove_storage_backends"))):
+            for spec in cast("list[BackendSpec]", specs):
+                if spec.name in found:
+                    continue
+                hook = f"groove_storage_backends: the factory of backend {spec.name!r}"
+                factory = self._guarded(spec.factory, plugin, hook)
+                found[spec.name] = replace(spec, plugin=plugin, factory=factory)
         return found
 
     def make_embedder(self) -> Embedder:
@@ -121,7 +211,9 @@ class Plugins:
             raise EmbedderError(
                 f"unknown embedder {name!r} in [embedder] name (available: {known})"
             )
-        return specs[name].factory(self.config.embedder, self.settings)
+        hook = f"groove_embedders: the factory of embedder {name!r}"
+        with self.calling(self._embedder_plugins[name], hook):
+            return specs[name].factory(self.config.embedder, self.settings)
 
     def search_options(self) -> list[SearchOption]:
         """Every per-query option, by plugin in registration order: a plugin's stage
@@ -134,10 +226,9 @@ class Plugins:
             )
             for s in self.stage_switches()
         ]
-        for impl in self.pm.hook.groove_search_options.get_hookimpls():
-            contributed = cast("list[SearchOption] | None", impl.function())
-            for option in contributed or []:
-                options.append(_with_plugin(option, impl.plugin_name))
+        for plugin, contributed in self._contributions("groove_search_options"):
+            for option in cast("list[SearchOption]", contributed):
+                options.append(_with_plugin(option, plugin))
         order = {name: i for i, (name, _) in enumerate(self.pm.list_name_plugin())}
         return sorted(options, key=lambda o: order.get(o.plugin, len(order)))
 
@@ -146,9 +237,9 @@ class Plugins:
         once: every query reads them)."""
         if self._switches is None:
             found: list[StageSwitch] = []
-            for impl in self.pm.hook.groove_stage_switches.get_hookimpls():
-                for switch in cast("list[StageSwitch] | None", impl.function()) or []:
-                    found.append(replace(switch, plugin=impl.plugin_name))
+            for plugin, switches in self._contributions("groove_stage_switches"):
+                for switch in cast("list[StageSwitch]", switches):
+                    found.append(replace(switch, plugin=plugin))
             self._switches = found
         return list(self._switches)
 
@@ -167,7 +258,9 @@ class Plugins:
         active = set()
         for switch in self.stage_switches():
             if switch.decide is not None:
-                on = switch.decide(ctx)
+                hook = f"groove_stage_switches: the decision of stage {switch.name!r}"
+                with self.calling(switch.plugin, hook):
+                    on = switch.decide(ctx)
             else:
                 given = ctx.flag(switch.name)
                 on = self.default_on(switch) if given is None else given
@@ -186,9 +279,9 @@ class Plugins:
         each with the plugin that declared it (collected once: every query reads them)."""
         if self._legs is None:
             found: list[LegSpec] = []
-            for impl in reversed(self.pm.hook.groove_legs.get_hookimpls()):
-                for spec in cast("list[LegSpec] | None", impl.function()) or []:
-                    found.append(replace(spec, plugin=impl.plugin_name))
+            for plugin, specs in reversed(list(self._contributions("groove_legs"))):
+                for spec in cast("list[LegSpec]", specs):
+                    found.append(replace(spec, plugin=plugin))
             self._legs = found
         return list(self._legs)
 
@@ -198,9 +291,9 @@ class Plugins:
         from groove_core.loaders import with_plugin
 
         found: list[LoaderSpec] = []
-        for impl in self.pm.hook.groove_loaders.get_hookimpls():
-            for spec in cast("list[LoaderSpec] | None", impl.function()) or []:
-                found.append(with_plugin(spec, impl.plugin_name))
+        for plugin, specs in self._contributions("groove_loaders"):
+            for spec in cast("list[LoaderSpec]", specs):
+                found.append(with_plugin(spec, plugin))
         return found
 
     def loaders(self) -> Loaders:
@@ -209,7 +302,7 @@ class Plugins:
         from groove_core.loaders import build_loaders
 
         if self._loaders is None:
-            self._loaders = build_loaders(self.loader_specs(), self.settings)
+            self._loaders = build_loaders(self.loader_specs(), self.settings, self.calling)
         return self._loaders
 
     def leg_weight(self, name: str | None) -> float:
@@ -231,7 +324,8 @@ class Plugins:
         for spec in self.leg_specs():
             if kinds is not None and spec.kind not in kinds:
                 continue
-            result = spec.search(ctx)
+            with self.calling(spec.plugin, f"groove_legs: the search of leg {spec.name!r}"):
+                result = spec.search(ctx)
             if result is not None:
                 found.append(
                     replace(result, name=spec.name, kind=spec.kind, default_weight=spec.weight)
@@ -239,14 +333,41 @@ class Plugins:
         return found
 
     def pool_size(self, ctx: QueryContext) -> int:
-        requests = [n for n in self.pm.hook.groove_pool_size(ctx=ctx) if n is not None]
+        requests = []
+        for plugin, n in self._each("groove_pool_size", ctx=ctx):
+            if n is not None:
+                with self.calling(plugin, "groove_pool_size"):
+                    requests.append(int(n))
         return int(max([ctx.limit, *requests]))
 
     # -- stage hooks (identity default here, in the caller) ----------------------------
 
     def _stage(self, hook: str, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
-        out = getattr(self.pm.hook, hook)(ctx=ctx, hits=hits)
-        return hits if out is None else list(out)
+        # Firstresult hooks, each implemented by one plugin at most (_check_stage_conflicts).
+        for plugin, out in self._each(hook, ctx=ctx, hits=hits):
+            if out is not None:
+                with self.calling(plugin, hook):
+                    return list(out)
+        return hits
+
+    def _each(self, hook: str, **kwargs: Any) -> Iterator[tuple[str, Any]]:
+        """(plugin, answer) for each implementation of ``hook``, called as pluggy would
+        (in its order, each given the arguments it names), each call guarded. A hook
+        some plugin wraps (a ``wrapper`` implementation) is called through pluggy, any
+        failure blamed on all its implementations."""
+        caller = getattr(self.pm.hook, hook)
+        impls = list(reversed(caller.get_hookimpls()))
+        if any(impl.hookwrapper or impl.wrapper for impl in impls):
+            names = ", ".join(impl.plugin_name for impl in impls)
+            with self.calling(names, hook):
+                answers = caller(**kwargs)
+            first = caller.spec is not None and caller.spec.opts.get("firstresult")
+            yield from ((names, answer) for answer in ([answers] if first else answers))
+            return
+        for impl in impls:
+            with self.calling(impl.plugin_name, hook):
+                answer = impl.function(*[kwargs[name] for name in impl.argnames])
+            yield impl.plugin_name, answer
 
     def rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
         return self._stage("groove_rerank", ctx, hits)
@@ -263,6 +384,12 @@ class Plugins:
     def implements(self, hook: str) -> list[str]:
         """Names of the registered plugins implementing ``hook``."""
         return [impl.plugin_name for impl in getattr(self.pm.hook, hook).get_hookimpls()]
+
+
+def _database_error(err: BaseException) -> bool:
+    """Whether ``err`` is a database driver's error (PEP 249 names its classes alike:
+    sqlite3's, psycopg's): the index's trouble met in a plugin's query, not the plugin's."""
+    return any(c.__name__ in ("DatabaseError", "InterfaceError") for c in type(err).__mro__)
 
 
 def _with_plugin(option: SearchOption, plugin: str) -> SearchOption:
@@ -334,7 +461,7 @@ def make_plugin_manager(
 
     for name, plugin in [*_default_plugins(), *extra]:
         builtin = (name, plugin) not in extra
-        dist = "groove-core" if builtin else "(registered in process)"
+        dist = "groove-core" if builtin else f"({IN_PROCESS})"
         if pm.is_blocked(name):
             plugins.infos.append(PluginInfo(name, dist, __version__, (), "disabled", "", builtin))
             continue
@@ -405,9 +532,9 @@ def _check_disabled_names(plugins: Plugins) -> None:
 
 def _resolve_settings(plugins: Plugins) -> None:
     sections: list[ConfigSection] = []
-    for impl in plugins.pm.hook.groove_config_sections.get_hookimpls():
-        for section in cast("list[ConfigSection] | None", impl.function()) or []:
-            sections.append(replace(section, plugin=impl.plugin_name))
+    for plugin, found in plugins._contributions("groove_config_sections"):
+        for section in cast("list[ConfigSection]", found):
+            sections.append(replace(section, plugin=plugin))
     names = [info.name for info in plugins.infos]
     off = [f"{i.name} ({i.distribution})" for i in plugins.infos if i.status == "disabled"]
     plugins.settings = resolve_settings(plugins.config, sections, names, off)
@@ -458,7 +585,7 @@ def list_plugins(
     _mark_embedders(plugins)
     try:
         _validate(plugins)
-    except ConfigError as err:
+    except ConfigError as err:  # PluginError too
         return plugins.infos, str(err)
     _mark_loaders(plugins)
     return plugins.infos, None
@@ -499,6 +626,7 @@ def _mark_loaders(plugins: Plugins) -> None:
 
 __all__ = [
     "EmbedderError",
+    "PluginError",
     "PluginInfo",
     "Plugins",
     "list_plugins",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 import numpy as np
@@ -234,3 +235,217 @@ def test_flag_reads_a_boolean_switch_and_rejects_anything_else(tmp_path: Path) -
     assert query_context(app, "ranking", options={"wide": False}).flag("wide") is False
     with pytest.raises(QueryError, match="'wide' must be true or false"):
         query_context(app, "ranking", options={"wide": "yes"}).flag("wide")
+
+
+# -- a plugin's mistakes are one line naming it (issue #46) -----------------------------------
+
+
+def _plugin_error() -> type[Exception]:
+    """groove_core.plugins.PluginError (looked up when used: these tests name what older code
+    lacked, and fail there for what it did instead)."""
+    import groove_core.plugins as plugins_module
+
+    found: type[Exception] = getattr(plugins_module, "PluginError", ConfigError)
+    return found
+
+
+class OneArgumentEmbedder:
+    """The mistake of the report: a factory that takes one argument instead of two."""
+
+    @hookimpl
+    def groove_embedders(self) -> list[EmbedderSpec]:
+        return [EmbedderSpec("broken", lambda config: Constant())]  # type: ignore[arg-type,misc]
+
+
+def test_an_embedder_factory_with_the_wrong_arguments_is_one_line(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", config='[embedder]\nname = "broken"\n')
+    app = open_kb(kb, index=False, extra_plugins=[("oops", OneArgumentEmbedder())])
+    with pytest.raises(_plugin_error()) as caught:
+        app.index()
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the plugin 'oops' (registered in process) failed in groove_embedders: the factory "
+        "of embedder 'broken': TypeError: "
+    )
+    assert "takes 1 positional argument but 2 were given" in message
+    assert "[plugins] disabled = ['oops']" in message
+
+
+BROKEN_PLUGIN = """
+from groove_core.embedding import EmbedderSpec
+from groove_core.hookspecs import hookimpl
+
+
+@hookimpl
+def groove_embedders():
+    return [EmbedderSpec("broken", lambda config: None)]
+"""
+
+
+def test_an_installed_plugins_mistake_stops_groove_index_with_one_line(tmp_path: Path) -> None:
+    """The report's repro, with a plugin installed as a distribution: `groove index`
+    ended with a TypeError traceback from plugins.make_embedder."""
+    import os
+    import subprocess
+    import sys
+
+    site = tmp_path / "site"
+    record = site / "broken_embedder-1.0.dist-info"
+    record.mkdir(parents=True)
+    (site / "broken_embedder.py").write_text(BROKEN_PLUGIN, encoding="utf-8")
+    (record / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: broken-embedder\nVersion: 1.0\n", encoding="utf-8"
+    )
+    (record / "entry_points.txt").write_text("[groove]\nbroken = broken_embedder\n", "utf-8")
+    kb = make_kb(tmp_path / "kb", config='[embedder]\nname = "broken"\n')
+    path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    done = subprocess.run(
+        [sys.executable, "-m", "groove_core", "index", str(kb)],
+        env={**os.environ, "PYTHONPATH": path, "HF_HUB_OFFLINE": "1"},
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 1
+    assert "Traceback" not in done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(
+        "groove: the plugin 'broken' (distribution broken-embedder 1.0) failed in "
+        "groove_embedders: the factory of embedder 'broken': TypeError: "
+    )
+
+
+class DeliberateEmbedderError:
+    @hookimpl
+    def groove_embedders(self) -> list[EmbedderSpec]:
+        def refuse(config: Any, settings: Any) -> Constant:
+            raise EmbedderError("the model server at localhost:1 does not answer")
+
+        return [EmbedderSpec("refuses", refuse)]
+
+
+def test_a_plugins_own_error_passes_as_it_is(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", config='[embedder]\nname = "refuses"\n')
+    app = open_kb(kb, index=False, extra_plugins=[("server", DeliberateEmbedderError())])
+    with pytest.raises(EmbedderError) as caught:
+        app.index()
+    assert str(caught.value) == "the model server at localhost:1 does not answer"
+
+
+class FailingLeg:
+    @hookimpl
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("flaky", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
+        return ctx.no_such_attribute  # type: ignore[attr-defined,no-any-return]
+
+
+class FailingReranker:
+    @hookimpl
+    def groove_rerank(self, ctx: QueryContext, hits: list[SearchHit]) -> list[SearchHit]:
+        raise ValueError("scores and hits differ in length\nsecond line")
+
+
+class FailingPool:
+    @hookimpl
+    def groove_pool_size(self, ctx: QueryContext) -> int:
+        return int("wide")
+
+
+class NotAList:
+    @hookimpl
+    def groove_legs(self) -> LegSpec:
+        return LegSpec("single", "other", lambda ctx: None)
+
+
+@pytest.mark.parametrize(
+    ("plugin", "hook", "detail"),
+    [
+        (FailingLeg(), "groove_legs: the search of leg 'flaky'", "AttributeError: "),
+        (FailingReranker(), "groove_rerank", "ValueError: scores and hits differ in length ("),
+        (FailingPool(), "groove_pool_size", "ValueError: invalid literal"),
+        (NotAList(), "groove_legs", "TypeError: returned LegSpec, not a list"),
+    ],
+)
+def test_a_plugin_failing_in_a_search_hook_is_one_line_naming_it(
+    notes_kb: Path, plugin: object, hook: str, detail: str
+) -> None:
+    """A search does not go on without the part that failed (its results, or an
+    evaluation's, would silently not be the ones asked for): it stops with one line."""
+    app = open_kb(notes_kb, entry_points=False, extra_plugins=[("flawed", plugin)])
+    with pytest.raises(_plugin_error()) as caught:
+        app.search("rust ownership", limit=3)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(f"the plugin 'flawed' (registered in process) failed in {hook}: ")
+    assert detail in message
+
+
+class DatabaseTroubleLeg:
+    @hookimpl
+    def groove_legs(self) -> list[LegSpec]:
+        return [LegSpec("disk", "other", self.search)]
+
+    def search(self, ctx: QueryContext) -> LegResult:
+        import pysqlite3.dbapi2 as sqlite3
+
+        raise sqlite3.DatabaseError("database disk image is malformed")
+
+
+def test_the_index_trouble_a_plugin_meets_is_still_named_as_the_indexs(notes_kb: Path) -> None:
+    """A database error in a plugin's query is the index's (damage, the environment):
+    it passes to the code that says so, not blamed on the plugin."""
+    from groove_core.storage import StoreError
+
+    app = open_kb(notes_kb, entry_points=False, extra_plugins=[("disk", DatabaseTroubleLeg())])
+    with pytest.raises(StoreError, match="is damaged") as caught:
+        app.search("rust ownership")
+    assert "the plugin 'disk'" not in str(caught.value)
+
+
+class BrokenLoaders:
+    @hookimpl
+    def groove_loaders(self) -> list[Any]:
+        raise AttributeError("module 'pdfium' has no attribute 'PdfDocument'")
+
+
+def test_a_loaders_hook_that_fails_stops_the_run_and_keeps_the_index(notes_kb: Path) -> None:
+    """Indexing on without a plugin's loaders would remove their files from the index as
+    deleted: the run stops with one line instead, the index as it was."""
+    app = open_kb(notes_kb)
+    before = app.store.counts()
+    broken = open_kb(notes_kb, index=False, extra_plugins=[("docs", BrokenLoaders())])
+    with pytest.raises(_plugin_error(), match=r"^the plugin 'docs' \(registered in process\) "
+                       r"failed in groove_loaders: AttributeError: module 'pdfium'"):  # fmt: skip
+        broken.index()
+    assert open_kb(notes_kb, index=False).store.counts() == before
+
+
+class OddBackend:
+    @hookimpl
+    def groove_storage_backends(self) -> list[Any]:
+        from groove_core.backend import BackendSpec
+
+        return [BackendSpec("odd", lambda: None)]  # type: ignore[arg-type,misc]
+
+
+def test_a_storage_backend_factory_with_the_wrong_arguments_is_one_line(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", config=FAST_CONFIG + '[store]\nbackend = "odd"\n')
+    app = open_kb(kb, index=False, extra_plugins=[("odd", OddBackend())])
+    with pytest.raises(_plugin_error(), match="failed in groove_storage_backends: the factory "
+                       "of backend 'odd': TypeError: "):  # fmt: skip
+        app.index()
+
+
+class BrokenSections:
+    @hookimpl
+    def groove_config_sections(self) -> list[ConfigSection]:
+        raise KeyError("boost")
+
+
+def test_plugins_list_names_a_plugin_whose_config_hook_fails() -> None:
+    infos, problem = list_plugins(GrooveConfig(), extra=[("sections", BrokenSections())])
+    assert {"fts", "sections"} <= {i.name for i in infos}
+    assert problem is not None
+    assert "the plugin 'sections'" in problem and "groove_config_sections: KeyError" in problem
