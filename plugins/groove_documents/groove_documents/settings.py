@@ -27,6 +27,12 @@ class DocumentsSettings(BaseModel):
         description="a PDF page whose drawing instructions are larger is left out with a "
         "warning (one huge page must not stall a run)",
     )
+    max_document_content_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024 * 1024,
+        description="a PDF's pages' drawing instructions decoded at most, all pages together "
+        "(those left out included); the pages after are left out with a warning",
+    )
     max_chars: int = Field(
         5_000_000,
         ge=1000,
@@ -43,6 +49,6 @@ class DocumentsSettings(BaseModel):
     max_seconds: float = Field(
         30.0,
         gt=0,
-        description="seconds spent reading one PDF or DOCX; what follows is left out with a "
-        "warning",
+        description="seconds spent reading one PDF, DOCX or HTML file; what follows is left "
+        "out with a warning",
     )

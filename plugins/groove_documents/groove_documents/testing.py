@@ -188,3 +188,131 @@ def many_paragraphs_docx(paragraphs: int) -> bytes:
             body = xml.encode("utf-8") if item.filename == "word/document.xml" else None
             archive.writestr(item.filename, body or source.read(item.filename))
     return buf.getvalue()
+
+
+def _zeros_deflated(size: int) -> bytes:
+    """``size`` zero bytes, zlib-compressed a MiB at a time (never held expanded)."""
+    import zlib
+
+    packer = zlib.compressobj(9)
+    block = b"\0" * (1 << 20)
+    out = [packer.compress(block) for _ in range(size >> 20)]
+    out.append(packer.compress(b"\0" * (size & ((1 << 20) - 1))))
+    out.append(packer.flush())
+    return b"".join(out)
+
+
+def flate_bomb_pdf(
+    pages: int,
+    inflated: int,
+    *,
+    streams: int = 1,
+    other: str = "a normal page about lichens",
+    lead: str | None = None,
+) -> bytes:
+    """A PDF of ``pages`` pages whose content is ``streams`` FlateDecode streams each
+    expanding to ``inflated`` zero bytes (a stream bomb: about a thousandth of that in the
+    file, each stream an object of its own), then one ordinary page (``lead``: one before
+    them too). Written by hand: a PDF writer would decode what it is given."""
+    bomb = _zeros_deflated(inflated)
+    objects: list[bytes] = [b"", b"", b""]  # catalog, page tree, font: filled in below
+    kids = []
+
+    def ordinary(text: str) -> None:
+        shown = b"BT /F1 12 Tf 20 150 Td (" + text.encode("latin-1") + b") Tj ET"
+        objects.append(b"<< /Length %d >>\nstream\n" % len(shown) + shown + b"\nendstream")
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 300] /Resources << /Font "
+            b"<< /F1 3 0 R >> >> /Contents %d 0 R >>" % len(objects)
+        )
+        kids.append(b"%d 0 R" % len(objects))
+
+    if lead is not None:
+        ordinary(lead)
+    for _ in range(pages):
+        refs = []
+        for _ in range(streams):
+            objects.append(
+                b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(bomb)
+                + bomb
+                + b"\nendstream"
+            )
+            refs.append(b"%d 0 R" % len(objects))
+        contents = b"[" + b" ".join(refs) + b"]" if streams > 1 else refs[0]
+        objects.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 300] /Resources << /Font "
+            b"<< /F1 3 0 R >> >> /Contents " + contents + b" >>"
+        )
+        kids.append(b"%d 0 R" % len(objects))
+    ordinary(other)
+    objects[0] = b"<< /Type /Catalog /Pages 2 0 R >>"
+    objects[1] = b"<< /Type /Pages /Kids [" + b" ".join(kids) + b"] /Count %d >>" % len(kids)
+    objects[2] = b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>"
+    out = bytearray(b"%PDF-1.7\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (
+        len(objects) + 1,
+        xref,
+    )
+    return bytes(out)
+
+
+def xml_flood_docx(paragraphs: int, text: str = "xyz") -> bytes:
+    """A real .docx whose body is ``paragraphs`` tiny paragraphs of ``text``: at 2.2
+    million, 99 MB of XML in a file of about 300 KB (written a piece at a time)."""
+    base = docx_of_sections("Flood", [("Start", ["first paragraph"])])
+    source = zipfile.ZipFile(io.BytesIO(base))
+    head, rest = source.read("word/document.xml").decode("utf-8").split("<w:sectPr", 1)
+    one = f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>".encode()
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            if item.filename != "word/document.xml":
+                archive.writestr(item.filename, source.read(item.filename))
+                continue
+            with archive.open("word/document.xml", "w", force_zip64=True) as part:
+                part.write(head.encode())
+                for start in range(0, paragraphs, 10_000):
+                    part.write(one * min(10_000, paragraphs - start))
+                part.write(b"<w:sectPr" + rest.encode())
+    return buf.getvalue()
+
+
+def lying_docx(inflated: int, declared: int = 4096) -> bytes:
+    """A .docx whose ``word/document.xml`` says (in the zip's headers) it expands to
+    ``declared`` bytes and expands to ``inflated`` (its XML, then zero bytes): a bomb the
+    zip's directory does not show (200 MB in a file of 200 KB)."""
+    import struct
+
+    base = docx_of_sections("Lies", [("Start", ["first paragraph"])])
+    source = zipfile.ZipFile(io.BytesIO(base))
+    xml = source.read("word/document.xml")
+    head, rest = xml.split(b"<w:sectPr", 1)
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
+        for item in source.infolist():
+            if item.filename != "word/document.xml":
+                archive.writestr(item.filename, source.read(item.filename))
+                continue
+            with archive.open("word/document.xml", "w") as part:
+                part.write(head)
+                block = b"\0" * (1 << 20)
+                for _ in range(inflated >> 20):
+                    part.write(block)
+                part.write(b"<w:sectPr" + rest)
+    data = bytearray(buf.getvalue())
+    name = b"word/document.xml"
+    # The uncompressed size: 22 bytes into a local header, 24 into a central directory's.
+    for signature, name_at, size_at in ((b"PK\x03\x04", 30, 22), (b"PK\x01\x02", 46, 24)):
+        at = data.find(signature)
+        while at >= 0:
+            if data[at + name_at : at + name_at + len(name)] == name:
+                struct.pack_into("<I", data, at + size_at, declared)
+            at = data.find(signature, at + 4)
+    return bytes(data)

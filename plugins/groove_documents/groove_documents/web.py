@@ -1,17 +1,27 @@
 """HTML (.html, .htm): the page's text as Markdown, headings, lists, tables and links kept.
 
-Read with the standard library's streaming ``html.parser``: no dependency, linear time,
-no tree built (ADR-0016). Scripts, styles and the head are dropped (the ``<title>`` is the
-document's title when no ``<h1>`` gives one). A heading with an ``id`` is an anchor:
+Read with the standard library's streaming ``html.parser``: no dependency, no tree built
+(ADR-0016). Scripts, styles and the head are dropped (the ``<title>`` is the document's
+title when no ``<h1>`` gives one). A heading with an ``id`` is an anchor:
 ``get page.html#install`` serves its section. Bounded for hostile pages: nesting deeper
-than ``max_depth`` is read as plain text and text past ``max_chars`` is left out, each
-with a warning.
+than ``max_depth`` is read as plain text, text past ``max_chars`` and whatever follows
+``max_seconds`` are left out, each with a warning.
+
+Linear time: the page is fed to the parser once, which stops at the first construct that
+never ends (a tag, comment or declaration with no closing ``>``, ``-->`` or ``]]>`` before
+the end of the file). Such a construct runs to the end of the file, as HTML's own rules say
+(what browsers show, and what newer Python releases' parser does at its end), so the
+rest is left out with a warning. It is never handed to ``close()``: on the Python releases
+without the upstream fix (CVE-2025-6069), ``close()`` rescans to the end of the buffer from
+every ``<`` left in it, quadratic time (200 KB of ``<a`` took 22 s, 8 MB never ended).
 """
 
 from __future__ import annotations
 
 import codecs
+import functools
 import re
+import time
 from html.parser import HTMLParser
 from typing import TYPE_CHECKING
 
@@ -50,8 +60,8 @@ def sniff(head: bytes) -> bool:
 
 
 def decode(data: bytes) -> str:
-    """The page's text: a BOM's encoding, else its ``<meta charset>``, else UTF-8, else
-    Windows-1252 (what browsers assume), never an error."""
+    """The page's text: a BOM's encoding, else its ``<meta charset>`` when that names a
+    character set, else UTF-8, else Windows-1252 (what browsers assume), never an error."""
     for bom, encoding in (
         (codecs.BOM_UTF8, "utf-8-sig"),
         (codecs.BOM_UTF16_LE, "utf-16"),
@@ -60,10 +70,10 @@ def decode(data: bytes) -> str:
         if data.startswith(bom):
             return data.decode(encoding, errors="replace")
     declared = _CHARSET.search(data[:4096])
-    if declared:
+    if declared and _is_charset(declared.group(1).decode("ascii").lower()):
         try:
             return data.decode(declared.group(1).decode("ascii"), errors="replace")
-        except LookupError:
+        except (LookupError, UnicodeError):
             pass
     try:
         return data.decode("utf-8")
@@ -71,12 +81,38 @@ def decode(data: bytes) -> str:
         return data.decode("cp1252", errors="replace")
 
 
+#: ASCII the way markup uses it, and the sequences that the codecs which are not character
+#: sets (``unicode_escape``, ``utf-7``, ``hz``) read otherwise.
+_ASCII_SAMPLE = bytes(range(0x20, 0x7F)) + b"\t\n\r \\N{x} \\u00 +a- ~{"
+
+
+@functools.lru_cache(maxsize=64)
+def _is_charset(name: str) -> bool:
+    """Whether ``<meta charset=NAME>`` can be believed: a codec Python knows that reads
+    ASCII as ASCII (the declaration itself was found as ASCII: UTF-16 cannot be meant) and
+    reads any byte without an error (``idna``, ``punycode`` and ``undefined`` do not)."""
+    try:
+        ascii_kept = _ASCII_SAMPLE.decode(name) == _ASCII_SAMPLE.decode("ascii")
+        bytes(range(256)).decode(name, errors="replace")
+    except (LookupError, UnicodeError, ValueError):
+        return False
+    return ascii_kept
+
+
 def load(data: bytes, rel: str, settings: Settings) -> Loaded:
     cfg = settings.get(DocumentsSettings)
     converter = _Converter(cfg.max_depth, Budget(cfg.max_chars))
-    converter.feed(decode(data))
-    converter.close()
+    converter.deadline = time.monotonic() + cfg.max_seconds
+    try:
+        converter.feed(decode(data))
+        converter.finish()
+    except _OutOfTime:
+        converter.late = cfg.max_seconds
     return converter.result()
+
+
+class _OutOfTime(Exception):
+    """Raised from the parser's events past ``max_seconds``: what was read is kept."""
 
 
 class _Converter(HTMLParser):
@@ -84,6 +120,10 @@ class _Converter(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.max_depth = max_depth
         self.budget = budget
+        self.deadline = float("inf")
+        self.ticks = 1  # events until the clock is read again
+        self.late = 0.0  # max_seconds, once reading stopped there
+        self.unclosed = ""  # the construct that ran to the end of the file, left out
         self.lines: list[str] = []
         self.anchors: list[Anchor] = []
         self.stack: list[str] = []
@@ -104,7 +144,28 @@ class _Converter(HTMLParser):
 
     # -- the parser's events ---------------------------------------------------------
 
+    def finish(self) -> None:
+        """What ``close()`` does, without its quadratic path: markup that never ends (the
+        parser stopped at it and holds the rest) runs to the end of the file and is left
+        out; anything else held back (text waiting for the end of a character reference,
+        a script never closed) is ``close()``'s to finish, in linear time."""
+        held = getattr(self, "rawdata", "")
+        if held.startswith("<") and getattr(self, "cdata_elem", None) is None:
+            self.unclosed = held
+            self.rawdata = ""
+            return
+        self.close()
+
+    def _tick(self) -> None:
+        """Every 256th event: past ``max_seconds``, stop reading."""
+        self.ticks = 256
+        if time.monotonic() > self.deadline:
+            raise _OutOfTime
+
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.ticks -= 1
+        if not self.ticks:
+            self._tick()
         if tag == "title" and self.title is None and not self.page_title:
             self.title = []
             return
@@ -124,6 +185,9 @@ class _Converter(HTMLParser):
         self._open(tag, dict(attrs))
 
     def handle_endtag(self, tag: str) -> None:
+        self.ticks -= 1
+        if not self.ticks:
+            self._tick()
         if tag == "title" and self.title is not None:
             self.page_title = inline("".join(self.title))
             self.title = None
@@ -132,6 +196,9 @@ class _Converter(HTMLParser):
             self._close(tag)
 
     def handle_data(self, data: str) -> None:
+        self.ticks -= 1
+        if not self.ticks:
+            self._tick()
         if self.title is not None:
             self.title.append(data)
             return
@@ -267,13 +334,25 @@ class _Converter(HTMLParser):
             )
         if self.budget.cut or self.budget.spent:
             warnings.append(f"text cut at [plugin.documents] max_chars ({self.budget_limit})")
+        if self.unclosed:
+            line = self.getpos()[0]
+            warnings.append(
+                f"markup left open at line {line} ({_opening(self.unclosed)} never closed) "
+                f"runs to the end of the file: its {len(self.unclosed)} characters were "
+                "left out"
+            )
+        if self.late:
+            warnings.append(f"stopped reading after [plugin.documents] max_seconds ({self.late:g})")
         lines, anchors = self.lines, self.anchors
         if self.page_title and not self.seen_h1:
             lines = [f"# {self.page_title}", "", *lines]
             anchors = [Anchor(a.line + 2, a.fragment) for a in anchors]
         text = "\n".join(lines).strip()
         if not text:
-            raise LoadError("the page holds no text")
+            cut = [w for w in warnings if w.startswith(("markup left open", "stopped"))]
+            raise LoadError(
+                f"no text read from the page: {cut[0]}" if cut else "the page holds no text"
+            )
         return Loaded(text + "\n", tuple(anchors), tuple(warnings))
 
     @property
@@ -289,6 +368,12 @@ class _Converter(HTMLParser):
             self._emit(_table(self.table))
             self.table = self.row = self.cell = None
         self._flush()
+
+
+def _opening(markup: str) -> str:
+    """How the markup that never closed starts, for the warning (``<!--``, ``<a``)."""
+    head = re.match(r"<(!--|!\[CDATA\[|!|\?|/)?[A-Za-z]{0,12}", markup)
+    return repr(head.group() if head else markup[:1])
 
 
 def _table(rows: list[list[str]]) -> list[str]:

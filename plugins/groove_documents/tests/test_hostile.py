@@ -3,20 +3,28 @@ one-line reason in the run's report, quickly, and never stops ``index`` or ``wat
 
 from __future__ import annotations
 
+import io
+import subprocess
+import sys
 import time
+import zipfile
 from pathlib import Path
 
 from groove_documents import plugin
 from groove_documents.testing import (
     docx_of_sections,
+    flate_bomb_pdf,
     huge_page_pdf,
+    lying_docx,
     many_pages_pdf,
     many_paragraphs_docx,
     pdf_bytes,
+    xml_flood_docx,
     zip_bomb_docx,
 )
 
 from groove_core.app import Groove
+from groove_core.cli.get import Target, read_target
 from groove_core.indexer import IndexReport
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 from groove_core.watch import Watcher
@@ -81,12 +89,14 @@ def test_a_zip_bomb_docx_is_refused_before_it_is_expanded(tmp_path: Path) -> Non
 
 
 def test_a_docx_of_very_many_paragraphs_stops_at_its_time_budget(tmp_path: Path) -> None:
-    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.5\nmax_chars = 100000000\n"
+    # The streaming reader reads about 230,000 paragraphs a second: a quarter of a second
+    # of them is already 3 MB of text for the index (the bound covers indexing it).
+    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.25\nmax_chars = 100000000\n"
     kb = make_kb(tmp_path / "kb", NOTE, config=config)
     (kb / "long.docx").write_bytes(many_paragraphs_docx(150_000))
     app, skipped, warnings, spent = _index(kb)
     assert skipped == {}
-    assert ("long.docx", "stopped reading after [plugin.documents] max_seconds (0.5)") in warnings
+    assert ("long.docx", "stopped reading after [plugin.documents] max_seconds (0.25)") in warnings
     assert "long.docx" in {d.path for d in app.store.documents()}
     assert spent < BOUND_SECONDS
 
@@ -162,3 +172,213 @@ def test_the_watcher_keeps_going_past_hostile_files(tmp_path: Path) -> None:
     skipped = {path for r in reports[1:] for path, _ in r.skipped}
     assert skipped == {"bomb.docx", "locked.pdf"}
     assert app.search("gooseberry", limit=1).results[0].path == "fine.html"
+
+
+# -- issue #46: hostile files bounded in time and memory as they are read --------------
+
+#: Memory one hostile file may add to the process while its loader reads it.
+BOUND_MB = 128
+PROBE = """
+import resource, sys, time
+from groove_core.config import GrooveConfig
+from groove_core.plugins import make_plugin_manager
+from groove_documents import plugin
+from groove_documents.testing import *
+table = make_plugin_manager(GrooveConfig(), extra=[("documents", plugin)]).loaders()
+for name, warm in (("w.html", b"<p>warm</p>"), ("w.pdf", pdf_bytes([["warm"]])),
+                   ("w.docx", docx_of_sections("Warm", [("up", ["warm"])]))):
+    table.load(name, warm)  # the libraries imported before the peak is taken
+data = {make}
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+cpu = time.process_time()
+try:
+    outcome = "; ".join(table.load({name!r}, data)[1].warnings)
+except Exception as err:
+    outcome = "skipped: " + str(err)
+grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+print(f"{{time.process_time() - cpu:.3f}} {{grown:.0f}} {{outcome}}")
+"""
+
+
+def _probe(name: str, make: str) -> tuple[float, float, str]:
+    """CPU seconds and peak memory growth (MB) of loading the file ``make`` builds, in a
+    fresh process, and the loader's warnings (or its reason to skip the file)."""
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE.format(make=make, name=name)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    cpu, grown, outcome = done.stdout.strip().splitlines()[-1].split(" ", 2)
+    return float(cpu), float(grown), outcome
+
+
+def test_malformed_html_is_read_in_linear_time(tmp_path: Path) -> None:
+    """html.parser's close() rescanned to the end from every ``<`` of markup that never
+    closes: 200 KB of ``<a`` took 22 s, 8 MB never ended. Each such page is now read up
+    to that markup, the rest left out with one warning; the other files are indexed."""
+    kb = make_kb(tmp_path / "kb", NOTE)
+    openers = {"tag": "<a", "decl": "<!", "end": "</", "pi": "<?", "cdata": "<![CDATA["}
+    for kind, opener in openers.items():
+        page = "<html><body><p>kept before the mess</p>" + opener * (200_000 // len(opener))
+        (kb / f"{kind}.html").write_text(page, encoding="utf-8")
+    (kb / "fine.html").write_text("<h1>Fine</h1><p>gooseberry</p>", encoding="utf-8")
+    app, skipped, warnings, spent = _index(kb)
+    assert spent < BOUND_SECONDS  # before: over 28 s, 21 s of it the page of <a
+    assert skipped == {}
+    left_open = {path: w for path, w in warnings if w.startswith("markup left open")}
+    assert set(left_open) == {f"{kind}.html" for kind in openers}
+    assert left_open["tag.html"] == (
+        "markup left open at line 1 ('<a' never closed) runs to the end of the file: its "
+        "200000 characters were left out"
+    )
+    for kind in openers:
+        text = read_target(app, Target(path=f"{kind}.html"), 0)["content"]
+        assert text.strip() == "kept before the mess"
+    assert app.search("gooseberry", limit=1).results[0].path == "fine.html"
+
+
+def test_8_mb_of_unclosed_markup_costs_a_scan() -> None:
+    cpu, grown, outcome = _probe("tags.html", "b'<html><body><p>x</p>' + b'<a' * 4_000_000")
+    assert cpu < 2.0  # before: never ended (the probe's 300 s ran out)
+    assert grown < BOUND_MB
+    assert outcome.startswith("markup left open at line 1 ('<a' never closed)")
+
+
+def test_a_page_with_a_bogus_meta_charset_is_read_as_utf8(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTE)
+    for name in ("idna", "undefined", "utf-16", "no-such-charset"):
+        page = f'<html><head><meta charset="{name}"></head><body><p>café {name}</p></body>'
+        (kb / f"{name}.html").write_bytes(page.encode("utf-8"))
+    app, skipped, _, _ = _index(kb)
+    assert skipped == {}
+    for name in ("idna", "undefined", "utf-16", "no-such-charset"):
+        hit = app.search(f"café {name}", limit=1).results[0]
+        assert (hit.path, "café" in hit.content) == (f"{name}.html", True)
+
+
+def test_html_reading_stops_at_its_time_budget(tmp_path: Path) -> None:
+    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.05\n"
+    kb = make_kb(tmp_path / "kb", NOTE, config=config)
+    (kb / "long.html").write_text("<p>lorem ipsum</p>" * 500_000, encoding="utf-8")
+    app, skipped, warnings, spent = _index(kb)
+    assert skipped == {}
+    assert ("long.html", "stopped reading after [plugin.documents] max_seconds (0.05)") in warnings
+    assert "long.html" in {d.path for d in app.store.documents()}
+    assert spent < BOUND_SECONDS
+
+
+def test_pdf_stream_bombs_cost_their_budget_not_their_size(tmp_path: Path) -> None:
+    """Each page's FlateDecode streams (16 MB of zeros each, 16 KB in the file) are
+    inflated up to max_page_content_bytes across all of them, never whole and never
+    kept: 8 pages of one bomb, one page of 8 bombs (before: 128 MB decoded and kept)."""
+    over = (
+        "left out: its content is over [plugin.documents] max_page_content_bytes (524288), "
+        "decoded no further"
+    )
+    for make in ("flate_bomb_pdf(8, 16 << 20)", "flate_bomb_pdf(1, 16 << 20, streams=8)"):
+        cpu, grown, outcome = _probe("bomb.pdf", make)
+        assert (grown < 32, cpu < 2.0) == (True, True), (make, grown, cpu)
+        assert over in outcome
+    kb = make_kb(tmp_path / "kb", NOTE)
+    (kb / "pages.pdf").write_bytes(flate_bomb_pdf(8, 16 << 20))
+    (kb / "streams.pdf").write_bytes(flate_bomb_pdf(1, 16 << 20, streams=8, other="cobbles"))
+    app, skipped, warnings, spent = _index(kb)
+    assert skipped == {}
+    assert [w for path, w in warnings if path == "pages.pdf"] == [
+        f"page {n} {over}" for n in range(1, 9)
+    ]
+    assert [w for path, w in warnings if path == "streams.pdf"] == [f"page 1 {over}"]
+    assert app.search("lichens", limit=1).results[0].heading_path[-1] == "Page 9"
+    assert app.search("cobbles", limit=1).results[0].path == "streams.pdf"
+    assert spent < BOUND_SECONDS
+
+
+def test_a_pdf_stops_at_its_budget_of_decoded_content(tmp_path: Path) -> None:
+    config = FAST_CONFIG + "\n[plugin.documents]\nmax_document_content_bytes = 1048576\n"
+    kb = make_kb(tmp_path / "kb", NOTE, config=config)
+    heavy = flate_bomb_pdf(4, 400_000, lead="the cover page")  # 400 KB a page: each fits
+    (kb / "heavy.pdf").write_bytes(heavy)
+    app, skipped, warnings, _ = _index(kb)
+    assert skipped == {}
+    text = read_target(app, Target(path="heavy.pdf"), 0)["content"]
+    assert "the cover page" in text and "lichens" not in text  # the last page not reached
+    assert [w for path, w in warnings if path == "heavy.pdf"] == [
+        "page 4 left out: its content is over what is left of [plugin.documents] "
+        "max_document_content_bytes (1048576)",
+        "stopped after page 4 of 6: over [plugin.documents] max_document_content_bytes (1048576)",
+    ]
+
+
+def test_a_docx_of_99_mb_of_xml_is_read_as_it_streams(tmp_path: Path) -> None:
+    """2.2 million tiny paragraphs, 99 MB of XML in a 300 KB file: python-docx parsed
+    it whole first (6.5 s and 1.4 GB here). It is read a piece at a time, up to max_chars."""
+    make = "xml_flood_docx(2_200_000, 'lorem ipsum')"
+    cpu, grown, outcome = _probe("flood.docx", make)
+    assert grown < BOUND_MB
+    assert cpu < 5.0
+    assert outcome == "text cut at [plugin.documents] max_chars (5000000)"
+    kb = make_kb(
+        tmp_path / "kb", NOTE, config=FAST_CONFIG + "\n[plugin.documents]\nmax_chars = 20000\n"
+    )
+    (kb / "flood.docx").write_bytes(xml_flood_docx(2_200_000, "lorem ipsum"))
+    app, skipped, warnings, spent = _index(kb)
+    assert (skipped, warnings) == (
+        {},
+        [("flood.docx", "text cut at [plugin.documents] max_chars (20000)")],
+    )
+    assert app.search("lorem ipsum", limit=1).results[0].path == "flood.docx"
+    assert spent < BOUND_SECONDS
+
+
+def test_a_docx_part_that_lies_about_its_size_is_never_inflated_whole(tmp_path: Path) -> None:
+    """Its header says 4 KB, it inflates to 200 MB (a 200 KB file): zipfile, asked for the
+    whole part, inflated all of it before cutting it to the size the header gives."""
+    cpu, grown, outcome = _probe("lies.docx", "lying_docx(200_000_000)")
+    assert grown < 32  # before: 380 MB more
+    assert cpu < 2.0
+    assert outcome == "skipped: damaged .docx (Bad CRC-32 for file 'word/document.xml')"
+    kb = make_kb(tmp_path / "kb", NOTE)
+    (kb / "lies.docx").write_bytes(lying_docx(16 << 20))
+    (kb / "fine.docx").write_bytes(docx_of_sections("Fine", [("Fruit", ["gooseberry"])]))
+    app, skipped, _, _ = _index(kb)
+    assert skipped == {"lies.docx": "damaged .docx (Bad CRC-32 for file 'word/document.xml')"}
+    assert app.search("gooseberry", limit=1).results[0].path == "fine.docx"
+
+
+def _with_document_xml(docx: bytes, edit: object) -> bytes:
+    source = zipfile.ZipFile(io.BytesIO(docx))
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as out:
+        for item in source.infolist():
+            body = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                body = edit(body.decode("utf-8")).encode("utf-8")  # type: ignore[operator]
+            out.writestr(item.filename, body)
+    return buf.getvalue()
+
+
+def test_the_text_after_an_unresolved_entity_in_a_docx_is_kept(tmp_path: Path) -> None:
+    """An entity reference (declared in the XML's own DTD, internal or a file outside)
+    is never expanded nor fetched; it is left out and the text after it kept, as is the
+    text after a comment."""
+    base = docx_of_sections("Entities", [("Section", ["MARK"])])
+    dtd = (
+        '<!DOCTYPE w:document [<!ENTITY inner "INNER"> '
+        '<!ENTITY outer SYSTEM "file:///etc/hostname">]><w:document'
+    )
+    kb = make_kb(tmp_path / "kb", NOTE)
+    for name, text in (("inner", "&inner;"), ("outer", "&outer;"), ("comment", "<!-- c -->")):
+        docx = _with_document_xml(
+            base,
+            lambda xml, text=text: xml.replace("<w:document", dtd, 1).replace(
+                "MARK", f"before {text} after"
+            ),
+        )
+        (kb / f"{name}.docx").write_bytes(docx)
+    app, skipped, _, _ = _index(kb)
+    assert skipped == {}
+    for name in ("inner", "outer", "comment"):
+        text = read_target(app, Target(path=f"{name}.docx"), 0)["content"]
+        assert "\nbefore after\n" in text, text
