@@ -17,6 +17,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -31,7 +32,8 @@ from groove_core.config import (
     index_path,
 )
 from groove_core.dialects import COMMONMARK, in_vault, markup_for
-from groove_core.embedding import Embedder, checked_vectors, zero_rows
+from groove_core.embedding import Embedder, EmbedderError, checked_vectors, zero_rows
+from groove_core.errors import GrooveError
 from groove_core.files import file_kind, read_regular
 from groove_core.filters import GlobError, compile_glob, path_matches
 from groove_core.loaders import (
@@ -380,13 +382,21 @@ LEXICAL_BATCH_CHUNKS = 256
 
 
 def reembed(
-    store: IndexStore, embedder: Embedder, batch_size: int, progress: ProgressFn | None = None
+    store: IndexStore,
+    embedder: Embedder,
+    batch_size: int,
+    progress: ProgressFn | None = None,
+    *,
+    name: str | None = None,
 ) -> int:
     """Replace every vector of ``store`` with ``embedder``'s, from the stored chunks (the
     files are not read again). Meant for a copy of the index: until it ends, the copy
-    holds only some vectors. Returns the number of chunks embedded."""
+    holds only some vectors. Returns the number of chunks embedded. ``name``: the
+    embedder's registered name, for messages (:func:`embedder_failure`)."""
     store.forget_vectors()
-    passed = embed_pending(store, embedder, batch_size, stage="re-embedding", progress=progress)
+    passed = embed_pending(
+        store, embedder, batch_size, stage="re-embedding", progress=progress, name=name
+    )
     # An empty index still records its new embedder, so searching it is allowed.
     store.bind_embedder(embedder.identity, embedder.dim)
     return passed.embedded
@@ -409,6 +419,7 @@ def embed_pending(
     stage: str = "embedding",
     progress: ProgressFn | None = None,
     stop: Callable[[], bool] | None = None,
+    name: str | None = None,
 ) -> VectorPass:
     """Embed the chunks that have no vector yet, ``batch_size`` at a time, each batch
     stored in one transaction (ADR-0015): a kill loses at most the batches not yet
@@ -417,8 +428,10 @@ def embed_pending(
 
     A batch is embedded in a thread while the one before it is stored here, in the
     store's thread: one embedding at a time, and the run costs little more than its
-    embedding (docs/benchmarks.md, issue #17, "Second round")."""
-    vectors = VectorPipeline(store, embedder, batch_size, stage=stage, progress=progress)
+    embedding (docs/benchmarks.md, issue #17, "Second round"). An embedder that fails
+    unexpectedly is one line naming it (``name``, its registered name, and its identity;
+    :func:`embedder_failure`)."""
+    vectors = VectorPipeline(store, embedder, batch_size, stage=stage, progress=progress, name=name)
     try:
         return vectors.drain(stop)
     finally:
@@ -435,7 +448,9 @@ class VectorPipeline:
     default), so a run costs little more than its embedding. :meth:`drain` then embeds
     what is left, waiting. An embedding that fails during the lexical pass is raised by
     :meth:`drain`, after every file is written: the files stay searchable by their words
-    whatever the embedder does (ADR-0015)."""
+    whatever the embedder does (ADR-0015). An embedder's unexpected exception (not a
+    GrooveError it raises on purpose) is raised as an :class:`EmbedderError` naming it
+    (:func:`embedder_failure`), the exception as its cause."""
 
     def __init__(
         self,
@@ -445,12 +460,14 @@ class VectorPipeline:
         *,
         stage: str = "embedding",
         progress: ProgressFn | None = None,
+        name: str | None = None,
     ) -> None:
         self.store = store
         self.embedder = embedder
         self.batch_size = batch_size
         self.stage = stage
         self.progress = progress
+        self.name = name  # the embedder's registered name, for messages
         self.passed = VectorPass()
         # The last chunk id read. SQLite may give a rewritten document's chunks ids that
         # its old chunks freed, below the cursor: drain() starts again from the first.
@@ -502,7 +519,7 @@ class VectorPipeline:
         if following is None:
             self._written = False
             return
-        following.embed(self.embedder, self.batch_size)
+        following.embed(self.embedder, self.batch_size, self.name)
         self._in_flight = following
 
     def drain(self, stop: Callable[[], bool] | None = None) -> VectorPass:
@@ -520,7 +537,7 @@ class VectorPipeline:
             # waiting, close() still waits for it (never two embeddings at once).
             previous = self._in_flight
             vectors = previous.wait() if previous is not None else None
-            batch.embed(self.embedder, self.batch_size)
+            batch.embed(self.embedder, self.batch_size, self.name)
             self._in_flight = batch
             if previous is not None:
                 self._store(previous, vectors)
@@ -587,7 +604,10 @@ class Indexer:
 
     def run(self) -> IndexReport:
         started = time.perf_counter()
-        self.store.check_embedder(self.embedder.identity)
+        name = self.config.embedder.name
+        with _embedder_call(self.embedder, name, "telling its identity"):
+            identity = self.embedder.identity
+        self.store.check_embedder(identity)
         self.store.begin_run()
         states = self.store.doc_states()
         index_file = index_path(self.kb, self.config)
@@ -629,7 +649,11 @@ class Indexer:
         """The lexical pass over ``files`` with the vector pass beside it, then the rest
         of the vector pass."""
         vectors = VectorPipeline(
-            self.store, embedder, self.config.embedder.batch_size, progress=self.progress
+            self.store,
+            embedder,
+            self.config.embedder.batch_size,
+            progress=self.progress,
+            name=self.config.embedder.name,
         )
         written = self._chunks_indexed
         try:
@@ -789,19 +813,27 @@ class _Batch:
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
 
-    def embed(self, embedder: Embedder, batch_size: int) -> None:
+    def embed(self, embedder: Embedder, batch_size: int, name: str | None = None) -> None:
+        """Start embedding in a thread; ``name``: the embedder's registered name, which
+        its unexpected failure names (:func:`embedder_failure`)."""
+
         def work() -> None:
             import numpy as np
 
             started = time.perf_counter()
+            texts = self.texts
+            first = f" (the first: {self.label(0)})" if texts else ""
+            doing = f"embedding {_count(len(texts))}{first}"
             try:
-                texts = self.texts
-                parts = [
-                    embedder.embed_documents(texts[i : i + batch_size])
-                    for i in range(0, len(texts), batch_size)
-                ]
-                self.identity, self.dim = embedder.identity, embedder.dim
-                vectors = np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+                with _embedder_call(embedder, name, doing):
+                    parts = [
+                        embedder.embed_documents(texts[i : i + batch_size])
+                        for i in range(0, len(texts), batch_size)
+                    ]
+                    self.identity, self.dim = embedder.identity, embedder.dim
+                    vectors = (
+                        np.concatenate(parts) if parts else np.zeros((0, self.dim), np.float32)
+                    )
                 self._vectors = checked_vectors(
                     vectors, len(texts), self.dim, self.identity, self.label
                 )
@@ -842,6 +874,48 @@ class _Batch:
         if self._error is not None:
             raise self._error
         return self._vectors
+
+
+def embedder_failure(
+    err: Exception, embedder: Embedder, name: str | None, doing: str
+) -> EmbedderError:
+    """The one line of ``embedder`` failing unexpectedly with ``err`` while ``doing``
+    something: it names the embedder (``name``, its registered name, when known, and its
+    identity when it can tell it) and the exception, never a traceback. An error an
+    embedder raises on purpose is a GrooveError, whose message is shown as it is; any
+    other exception is a bug of the embedder, or of the plugin that provides it
+    (``groove plugins list`` says which). Raised from ``err``."""
+    try:
+        identity = str(embedder.identity)
+    except Exception:  # the embedder cannot tell: the name alone
+        identity = ""
+    who = [repr(name)] if name else []
+    if identity:
+        who.append(f"({identity})" if name else identity)
+    lines = str(err).strip().splitlines()
+    detail = f"{type(err).__name__}: {lines[0][:300]}" if lines else type(err).__name__
+    return EmbedderError(
+        f"the embedder {' '.join(who) or 'in use'} failed {doing}: {detail} (an unexpected "
+        "error of the embedder: update the plugin that provides it, which 'groove plugins "
+        "list' names, or choose another [embedder] name)"
+    )
+
+
+@contextmanager
+def _embedder_call(embedder: Embedder, name: str | None, doing: str) -> Iterator[None]:
+    """Around a call into ``embedder``: its unexpected exception becomes its
+    :func:`embedder_failure`; a GrooveError (an error it raises on purpose, or groove's
+    own about it) passes as it is."""
+    try:
+        yield
+    except GrooveError:
+        raise
+    except Exception as err:
+        raise embedder_failure(err, embedder, name, doing) from err
+
+
+def _count(texts: int) -> str:
+    return "1 text" if texts == 1 else f"{texts} texts"
 
 
 def _needs_reading(

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import difflib
+import functools
+import os
 import re
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,8 @@ from groove_core.cli.options import (
 from groove_core.cli.terminal import aligned, dumps, no_color, printable, style
 from groove_core.config import ConfigError, GrooveConfig, describe_key, load_config
 from groove_core.context import SearchOption
-from groove_core.plugins import Plugins, make_plugin_manager
+from groove_core.errors import GrooveError
+from groove_core.plugins import PluginError, Plugins, make_plugin_manager
 from groove_core.rows import Backlink, OutgoingLink
 
 
@@ -440,9 +443,13 @@ def _print_explain(explain: dict[str, Any]) -> None:
     click.echo("")
 
 
+#: The click type of each non-boolean option type.
+_OPTION_KINDS: dict[str, Any] = {"str": str, "int": int, "float": float}
+
+
 def _add_option(command: click.Command, option: SearchOption) -> None:
     flag = option.name.replace("_", "-")
-    kinds: dict[str, Any] = {"str": str, "int": int, "float": float}
+    kinds = _OPTION_KINDS
     text = option.help
     if option.setting:
         # The user at the terminal writes groove.toml: name the key that sets the default.
@@ -510,7 +517,13 @@ class SearchCommand(click.Command):
         return super().parse_args(ctx, reject_unknown_long_options(ctx, args))
 
 
-def build_search_command(plugins: Plugins | None) -> click.Command:
+def build_search_command(
+    plugins: Plugins | None, warn: Callable[[str], None] | None = None
+) -> click.Command:
+    """``groove search`` with the per-query options of ``plugins``. A plugin whose options
+    cannot be had (:func:`_search_options`) is left out, said by ``warn`` (default: at
+    once on stderr)."""
+
     @click.command(
         "search",
         cls=SearchCommand,
@@ -596,9 +609,71 @@ def build_search_command(plugins: Plugins | None) -> click.Command:
             _print_human(payload, full=full)
 
     if plugins is not None:
-        for option in plugins.search_options():
-            _add_option(search_cmd, option)
+        say = warn or _warn_now
+        for option in _search_options(plugins, say):
+            if option.type == "bool" or option.type in _OPTION_KINDS:
+                _add_option(search_cmd, option)
+            else:
+                say(
+                    f"the plugin {option.plugin!r} declares the search option "
+                    f"{option.name!r} of unknown type {option.type!r}: left out"
+                )
     return search_cmd
+
+
+def _warn_now(message: str) -> None:
+    click.echo(f"groove: warning: {printable(message)}", err=True)
+
+
+def _left_out(plugin: str, hook: str, err: GrooveError, what: str) -> str:
+    """The warning for ``plugin`` failing in ``hook`` with ``err``: ``what`` is left out."""
+    if isinstance(err, PluginError):  # it names the plugin, the hook and the fix
+        return f"{err}; {what} left out"
+    return f"the plugin {plugin!r} failed in {hook}: {err}; {what} left out"
+
+
+def _search_options(plugins: Plugins, warn: Callable[[str], None]) -> list[SearchOption]:
+    """Every plugin's per-query options (:meth:`Plugins.search_options`); where a plugin's
+    stage switches or options cannot be had, the others', each failing plugin warned.
+
+    The command line stays usable (``groove plugins list``, the other commands, a KB whose
+    groove.toml disables that plugin); a search with the plugin enabled still stops with
+    its one line, since it asks for the options again (``check_flags``)."""
+    try:
+        return plugins.search_options()
+    except GrooveError:  # a PluginError, or a plugin's own error: plugin by plugin below
+        pass
+    options: list[SearchOption] = []
+    for plugin, _ in plugins.pm.list_name_plugin():
+        try:
+            options.extend(_options_of(plugins, plugin))
+        except GrooveError as err:
+            hook = "groove_stage_switches or groove_search_options"
+            warn(_left_out(plugin, hook, err, "its search options are"))
+    order = {name: i for i, (name, _) in enumerate(plugins.pm.list_name_plugin())}
+    return sorted(options, key=lambda o: order.get(o.plugin, len(order)))
+
+
+def _options_of(plugins: Plugins, plugin: str) -> list[SearchOption]:
+    """``plugin``'s stage switches, then its search options, as
+    :meth:`Plugins.search_options` reads them (a PluginError where its code fails)."""
+    options: list[SearchOption] = []
+    for hook in ("groove_stage_switches", "groove_search_options"):
+        for impl in getattr(plugins.pm.hook, hook).get_hookimpls():
+            if impl.plugin_name != plugin:
+                continue
+            with plugins.calling(plugin, hook):
+                found = impl.function()
+                if found is not None and not isinstance(found, (list, tuple)):
+                    raise TypeError(f"returned {type(found).__name__}, not a list")
+                for item in found or []:
+                    if hook == "groove_stage_switches":
+                        item = SearchOption(
+                            item.name, "bool", item.help, plugin=plugin,
+                            setting=item.setting, requires=item.requires,
+                        )  # fmt: skip
+                    options.append(item if item.plugin else replace(item, plugin=plugin))
+    return options
 
 
 @dataclass(frozen=True)
@@ -701,8 +776,26 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
 # -- assembly ----------------------------------------------------------------------------
 
 
+class GrooveGroup(click.Group):
+    """The ``groove`` group. What a plugin could not add as it was built (its commands, its
+    search options) is left out, and each run says so first, one line each on stderr: the
+    command line stays usable, ``groove plugins list`` and the fix included, and a command
+    a server answers (:mod:`groove_core.cli.warm_server`) says it too."""
+
+    #: The warnings of the build, said by every run.
+    startup_warnings: tuple[str, ...] = ()
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        if not os.environ.get("_GROOVE_COMPLETE"):  # shell completion reads our output
+            for message in self.startup_warnings:
+                _warn_now(message)
+        return super().main(*args, **kwargs)
+
+
 def build_cli(plugins: Plugins | None) -> click.Group:
-    """The ``groove`` group with the built-in commands and those plugins add."""
+    """The ``groove`` group with the built-in commands and those plugins add. A plugin
+    whose commands or search options fail to be made is left out, with a warning
+    (:class:`GrooveGroup`)."""
 
     # Commands inherit these settings, plugins' ones too: -h everywhere, and under
     # NO_COLOR click strips the styling of whatever a command prints.
@@ -710,7 +803,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     if no_color():
         settings["color"] = False
 
-    @click.group(context_settings=settings)
+    @click.group(cls=GrooveGroup, context_settings=settings)
     @click.version_option(__version__, prog_name="groove")
     def cli() -> None:
         """groove: semantic search over a Markdown knowledge base, for people and agents."""
@@ -726,7 +819,8 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     cli.add_command(doctor_cmd)
     cli.add_command(watch_cmd)
     cli.add_command(links_cmd)
-    cli.add_command(build_search_command(plugins))
+    warnings: list[str] = []
+    cli.add_command(build_search_command(plugins, warnings.append))
     cli.add_command(get_cmd)
     cli.add_command(status_cmd)
     cli.add_command(serve_cmd)
@@ -735,8 +829,37 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     cli.add_command(plugins_group)
     cli.add_command(kb_group)
     if plugins is not None:
-        plugins.pm.hook.groove_cli_commands(cli=cli)
+        _add_plugin_commands(cli, plugins, warnings.append)
+    cli.startup_warnings = tuple(warnings)
     return cli
+
+
+def _add_plugin_commands(cli: click.Group, plugins: Plugins, warn: Callable[[str], None]) -> None:
+    """Each plugin's ``groove_cli_commands``, in pluggy's order, guarded
+    (:meth:`Plugins.calling`): a plugin that fails adds nothing (what it added before
+    failing is taken back) and is warned; the others' commands are added. A hook some
+    plugin wraps is called through pluggy, a failure leaving out all its implementations."""
+    hook = "groove_cli_commands"
+    caller = plugins.pm.hook.groove_cli_commands
+    impls = list(reversed(caller.get_hookimpls()))
+    args = {"cli": cli}
+    calls: list[tuple[str, Callable[[], object]]]
+    if any(impl.hookwrapper or impl.wrapper for impl in impls):
+        calls = [(", ".join(i.plugin_name for i in impls), functools.partial(caller, **args))]
+    else:  # each as pluggy calls it: the arguments it names, by position
+        calls = [
+            (i.plugin_name, functools.partial(i.function, *[args[n] for n in i.argnames]))
+            for i in impls
+        ]
+    for plugin, call in calls:
+        before = dict(cli.commands)
+        try:
+            with plugins.calling(plugin, hook):
+                call()
+        except GrooveError as err:
+            cli.commands.clear()
+            cli.commands.update(before)
+            warn(_left_out(plugin, hook, err, "its commands are"))
 
 
 def _startup_plugins() -> Plugins | None:

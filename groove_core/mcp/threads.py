@@ -171,13 +171,13 @@ class ServedApp:
 def add_plugin_tools(kbs: Sequence[NamedKb], server: MCPServer, pool: WorkerPool) -> None:
     """Every enabled plugin's own tools (``groove_mcp_tools``) on every served KB, each
     registered once, run on ``pool``. With several KBs a tool takes a ``kb`` argument
-    listing the KBs whose plugins add it, and each call runs that KB's own tool."""
+    listing the KBs whose plugins add it, and each call runs that KB's own tool.
+
+    A plugin whose hook fails (:func:`plugin_tools`) adds none of its tools and is logged,
+    one warning line: the server starts with the built-in tools and the other plugins'."""
     by_name: dict[str, dict[str, _PluginTool]] = {}
     for kb in kbs:
-        found: list[_PluginTool] = []
-        tool_app: ToolApp = ServedApp(kb.app)
-        kb.app.plugins.pm.hook.groove_mcp_tools(server=PluginServer(server, found), app=tool_app)
-        for tool in found:
+        for tool in plugin_tools(kb, server):
             by_name.setdefault(tool.name, {})[kb.name] = tool
     for name, per_kb in by_name.items():
         first = next(iter(per_kb.values()))
@@ -186,6 +186,51 @@ def add_plugin_tools(kbs: Sequence[NamedKb], server: MCPServer, pool: WorkerPool
         else:
             options = {"description": inspect.getdoc(first.fn), **first.options}
             server.add_tool(_on_each_kb(name, per_kb, pool), name=name, **options)
+
+
+def plugin_tools(kb: NamedKb, server: MCPServer) -> list[_PluginTool]:
+    """The tools ``kb``'s plugins add, each plugin's ``groove_mcp_tools`` called as pluggy
+    would (in its order, with the arguments it names) and guarded
+    (:meth:`~groove_core.plugins.Plugins.calling`). A plugin that fails adds none of its
+    tools (not those it added before failing either): the server starts without them and
+    logs the failure, one line naming the plugin, its distribution and the hook. Its
+    tools are absent from the list a client reads, which changes no other tool's answer;
+    stopping the server instead would take every tool from an agent whose client seldom
+    shows why. A hook some plugin wraps is called through pluggy, a failure leaving out
+    all its implementations."""
+    from groove_core.errors import GrooveError
+    from groove_core.plugins import PluginError
+
+    hook = "groove_mcp_tools"
+    plugins = kb.app.plugins
+    tool_app: ToolApp = ServedApp(kb.app)
+    caller = plugins.pm.hook.groove_mcp_tools
+    impls = list(reversed(caller.get_hookimpls()))
+    runs: list[tuple[str, Any]] = [(impl.plugin_name, impl) for impl in impls]
+    if any(impl.hookwrapper or impl.wrapper for impl in impls):
+        runs = [(", ".join(impl.plugin_name for impl in impls), None)]
+    tools: list[_PluginTool] = []
+    for plugin, impl in runs:
+        found: list[_PluginTool] = []
+        args = {"server": PluginServer(server, found), "app": tool_app}
+        try:
+            with plugins.calling(plugin, hook):
+                if impl is None:
+                    caller(**args)
+                else:
+                    impl.function(*[args[name] for name in impl.argnames])
+        except GrooveError as err:  # a PluginError names the plugin and the hook
+            why = err if isinstance(err, PluginError) else f"failed in {hook}: {err}"
+            _log().warning("plugin tools left out", kb=kb.name, plugin=plugin, error=str(why))
+            continue
+        tools.extend(found)
+    return tools
+
+
+def _log() -> Any:
+    import structlog
+
+    return structlog.get_logger("groove.mcp")
 
 
 def _on_each_kb(name: str, per_kb: dict[str, _PluginTool], pool: WorkerPool) -> Callable[..., Any]:
