@@ -28,10 +28,12 @@ import pluggy
 
 from groove_core import hookspecs
 from groove_core.config import ConfigError, ConfigSection, GrooveConfig, Settings, resolve_settings
-from groove_core.embedding import EmbedderError, EmbedderSpec
+from groove_core.embedding import EmbedderError, EmbedderSpec, WrappedEmbedder
 from groove_core.errors import GrooveError
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from groove_core.backend import BackendSpec
     from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import Embedder
@@ -211,9 +213,13 @@ class Plugins:
             raise EmbedderError(
                 f"unknown embedder {name!r} in [embedder] name (available: {known})"
             )
+        plugin = self._embedder_plugins[name]
         hook = f"groove_embedders: the factory of embedder {name!r}"
-        with self.calling(self._embedder_plugins[name], hook):
-            return specs[name].factory(self.config.embedder, self.settings)
+        with self.calling(plugin, hook):
+            embedder = specs[name].factory(self.config.embedder, self.settings)
+        if self._builtin(plugin):
+            return embedder
+        return _GuardedEmbedder(embedder, self, plugin, name)
 
     def search_options(self) -> list[SearchOption]:
         """Every per-query option, by plugin in registration order: a plugin's stage
@@ -632,3 +638,28 @@ __all__ = [
     "list_plugins",
     "make_plugin_manager",
 ]
+
+
+class _GuardedEmbedder(WrappedEmbedder):
+    """A plugin's embedder whose query embedding fails as one line naming the plugin, its
+    distribution and the call (:meth:`Plugins.calling`), as an :class:`EmbedderError`: a
+    query is embedded inside the vector leg, where the failure read as a traceback. An
+    index run names the texts and chunk a failing batch held itself (groove_core.indexer)."""
+
+    def __init__(self, inner: Embedder, plugins: Plugins, plugin: str, name: str) -> None:
+        self._inner = inner
+        self._plugins = plugins
+        self._plugin = plugin
+        self._name = name
+
+    @property
+    def inner(self) -> Embedder:
+        return self._inner
+
+    def embed_query(self, text: str) -> np.ndarray:
+        hook = f"groove_embedders: the embed_query of embedder {self._name!r}"
+        try:
+            with self._plugins.calling(self._plugin, hook):
+                return self._inner.embed_query(text)
+        except PluginError as err:
+            raise EmbedderError(str(err)) from err.__cause__

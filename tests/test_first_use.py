@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from groove_core.app import Groove
-from groove_core.embedding import EmbedderSpec, HashingEmbedder
+from groove_core.embedding import EmbedderError, EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
 from groove_core.indexer import IndexProgress, SourceFile, _new_document
 from groove_core.mcp.server import build_mcp_server
@@ -386,7 +386,8 @@ def test_an_embedder_failing_during_the_lexical_pass_leaves_every_file_searchabl
     index = Groove.open(kb).index_file
     plugin = _RecordingPlugin(index, fail=True)
     app = Groove.open(kb, extra_plugins=[("recording", plugin)])
-    with pytest.raises(RuntimeError, match="model server went away"):
+    # an unexpected error of the embedder is one line naming it (EmbedderError)
+    with pytest.raises(EmbedderError, match="model server went away"):
         app.index()
     # Raised after the lexical pass: every file is in and searchable by its words, the
     # run is complete, and no vector was stored.

@@ -11,6 +11,7 @@ import pytest
 
 from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
+from groove_core.embedding import EmbedderError
 from groove_core.indexer import IndexProgress
 from groove_core.sqlite.store import SCHEMA_VERSION, Store
 from groove_core.storage import StoreError
@@ -233,7 +234,7 @@ def test_an_embedder_error_fails_the_run_and_writes_nothing_of_its_batch(
             return super().embed_documents(texts)
 
     app.__dict__["embedder"] = Failing(inner)
-    with pytest.raises(RuntimeError, match="the embedder broke"):
+    with pytest.raises(EmbedderError, match="the embedder broke"):
         app.index()
     # Every file was written searchable before the vector pass; of its batches the first
     # was stored (its embedding ended before the failure), the second not: the next run

@@ -392,3 +392,28 @@ def test_the_getting_started_guide_names_the_background_servers_log_as_it_is(
     guide = (DOCS / "getting-started.md").read_text(encoding="utf-8")
     assert "`background-<hash>.log`" in guide
     assert "background-<time>" not in guide
+
+
+class QueryFails(Flaky):
+    def embed_query(self, text: str) -> np.ndarray:
+        raise TypeError("unhashable type: 'list'")
+
+
+def test_an_embedder_failing_on_a_query_is_one_line_naming_the_plugin(tmp_path: Path) -> None:
+    """It was a traceback from inside the vector leg (``groove search``, MCP search)."""
+    kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "flaky"\n')
+    plugin = FlakyEmbedder()
+    plugin.embedder.fail = None
+    open_kb(kb, extra_plugins=[("flaky", plugin)], entry_points=False).close()
+    plugin.embedder = QueryFails()
+    plugin.embedder.fail = None
+    app = open_kb(kb, index=False, extra_plugins=[("flaky", plugin)], entry_points=False)
+    with pytest.raises(EmbedderError) as caught:
+        app.search("lighthouse")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "the plugin 'flaky' (registered in process) failed in groove_embedders: the "
+        "embed_query of embedder 'flaky': TypeError: unhashable type: 'list'"
+    )
+    assert isinstance(caught.value.__cause__, TypeError)
