@@ -7,7 +7,7 @@ elements that HTML's tree-building rules reopen; deep nesting).
 Candidates not installed are skipped: ``pip install selectolax html5-parser`` (html5-parser
 also needs lxml built from source against the system's libxml2: ``pip install --no-binary
 lxml lxml``; it refuses the lxml wheel python-docx pulls). CPU seconds, best of two; a
-hostile input is given up on past 30 s ("-").
+hostile input runs in a process of its own, given up on past 30 s ("-").
 
 - ``stdlib``: ``html.parser`` fed the page and closed, as the loader did before #46.
 - ``groove``: the HTML loader (``html.parser`` fed once, never closed on open markup), the
@@ -19,6 +19,7 @@ hostile input is given up on past 30 s ("-").
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
 import sys
 import time
 from collections.abc import Callable
@@ -50,7 +51,7 @@ def _groove(text: str) -> None:
         _TABLE.load("page.html", text.encode("utf-8", "replace"))
 
 
-def _candidates() -> dict[str, Callable[[str], object]]:
+def _candidates(quiet: bool = False) -> dict[str, Callable[[str], object]]:
     found: dict[str, Callable[[str], object]] = {"stdlib": _stdlib, "groove": _groove}
     try:
         from lxml import etree
@@ -91,7 +92,8 @@ def _candidates() -> dict[str, Callable[[str], object]]:
 
         found["html5-parser"] = html5_parser.parse
     except (ImportError, RuntimeError) as err:
-        print(f"html5-parser: not measured ({str(err)[:80]})")
+        if not quiet:
+            print(f"html5-parser: not measured ({str(err)[:80]})")
     return found
 
 
@@ -102,6 +104,26 @@ def _seconds(parse: Callable[[str], object], texts: list[str], limit: float = 30
         if time.process_time() - started > limit:
             return float("inf")
     return time.process_time() - started
+
+
+def _hostile_seconds(parser: str, label: str, n: int, limit: float = 30.0) -> float:
+    """CPU seconds of one parser on one hostile input, in a child process (forked) killed
+    past ``limit``: inf then."""
+
+    def child(out: multiprocessing.Queue[float]) -> None:
+        parse = _candidates(quiet=True)[parser]
+        out.put(_seconds(parse, [HOSTILE[label][0](n)], limit=float("inf")))
+
+    out: multiprocessing.Queue[float] = multiprocessing.Queue()
+    worker = multiprocessing.get_context("fork").Process(target=child, args=(out,))
+    worker.start()
+    worker.join(limit * 1.5)
+    if worker.is_alive():
+        worker.kill()
+        worker.join()
+        return float("inf")
+    spent = out.get()
+    return spent if spent <= limit else float("inf")
 
 
 HOSTILE: dict[str, tuple[Callable[[int], str], tuple[int, ...]]] = {
@@ -139,12 +161,12 @@ def main() -> None:
     for name, parse in parsers.items():
         spent = min(_seconds(parse, texts, limit=600) for _ in range(2))
         print(f"  {name:14s} {spent:6.2f} s  {size / spent:6.1f} MB/s")
-    for label, (make, sizes) in HOSTILE.items():
+    for label, (_, sizes) in HOSTILE.items():
         print(f"{label} at {', '.join(map(str, sizes))}")
-        for name, parse in parsers.items():
+        for name in parsers:
             row = []
             for n in sizes:
-                row.append(_seconds(parse, [make(n)]))
+                row.append(_hostile_seconds(name, label, n))
                 if row[-1] == float("inf"):
                     break
             shown = " ".join("     -" if s == float("inf") else f"{s:6.2f}" for s in row)

@@ -202,7 +202,7 @@ class _Content:
             return known[1]
         raw_size = len(stream._data)
         if "/Filter" not in stream and self.size + raw_size > self.cap:
-            self.size += raw_size  # not decoded: its size is known (the message says it)
+            self.exact = False  # the streams after this one are not counted
             self.cost = self.cap
             raise Over
         try:

@@ -1,8 +1,8 @@
 """The ``documents`` plugin: loaders for PDF, Word (.docx) and HTML (``[plugin.documents]``).
 
-Registered through the ``groove`` entry point ``documents``. Light at import: pypdf and
-python-docx are imported by the loader that needs them, when a file of its type is read,
-so ``groove --help`` and searches never pay for them.
+Registered through the ``groove`` entry point ``documents``. Light at import: pypdf (and
+each loader's module) is imported by the loader that needs it, when a file of its type is
+read, so ``groove --help`` and searches never pay for it.
 """
 
 from __future__ import annotations
@@ -83,6 +83,6 @@ def groove_config_sections() -> list[ConfigSection]:
 def groove_loaders() -> list[LoaderSpec]:
     return [
         LoaderSpec("pdf", VERSION, _claims("pdf"), _pdf, _sniff_pdf, "PDF text layer (pypdf)"),
-        LoaderSpec("docx", VERSION, _claims("docx"), _docx, _sniff_docx, "Word (python-docx)"),
+        LoaderSpec("docx", VERSION, _claims("docx"), _docx, _sniff_docx, "Word (expat, streamed)"),
         LoaderSpec("html", VERSION, _claims("html"), _html, _sniff_html, "HTML (html.parser)"),
     ]

@@ -70,8 +70,8 @@ PPR, PSTYLE, TRPR, GRID_BEFORE, TCPR, GRID_SPAN, V_MERGE, HYPERLINK = (
     for name in ("pPr", "pStyle", "trPr", "gridBefore", "tcPr", "gridSpan", "vMerge", "hyperlink")
 )
 VAL, TYPE = _W + "val", _W + "type"
-#: What a top-level paragraph's run breaks read as (python-docx's ``paragraph.text`` of
-#: old, which this loader kept: every ``w:br`` is a line break).
+#: What a top-level paragraph's run breaks read as (this loader's reading of a paragraph,
+#: kept: every ``w:br`` is a line break, a page break too).
 _PARAGRAPH_BREAKS = {_W + "tab": "\t", _W + "br": "\n", _W + "cr": "\n"}
 #: What a table cell's run content reads as (python-docx's ``cell.text``); ``w:br`` is a
 #: line break only when it is one (``w:type`` absent or ``textWrapping``).
