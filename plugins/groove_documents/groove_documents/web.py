@@ -338,8 +338,8 @@ class _Converter(HTMLParser):
             line = self.getpos()[0]
             warnings.append(
                 f"markup left open at line {line} ({_opening(self.unclosed)} never closed) "
-                f"runs to the end of the file: its {len(self.unclosed)} characters were "
-                "left out"
+                f"runs to the end of the file: its {len(self.unclosed)} "
+                f"character{'s were' if len(self.unclosed) != 1 else ' was'} left out"
             )
         if self.late:
             warnings.append(f"stopped reading after [plugin.documents] max_seconds ({self.late:g})")
