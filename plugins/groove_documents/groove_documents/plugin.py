@@ -23,6 +23,11 @@ NAME = "documents"
 #: Bump a loader's version whenever the text it produces changes: indexed files of its
 #: type are then read again (the loader's identity is recorded with each file).
 VERSION = "1"
+#: 2: the text after an XML entity or comment inside a run is kept (it was dropped).
+DOCX_VERSION = "2"
+#: 2: a page whose <meta charset> names no character set is read as UTF-8 (it was
+#: skipped); unclosed markup ends the text where HTML's own rules end it.
+HTML_VERSION = "2"
 EXTENSIONS: dict[Kind, tuple[str, ...]] = {
     "pdf": (".pdf",),
     "docx": (".docx",),
@@ -83,6 +88,8 @@ def groove_config_sections() -> list[ConfigSection]:
 def groove_loaders() -> list[LoaderSpec]:
     return [
         LoaderSpec("pdf", VERSION, _claims("pdf"), _pdf, _sniff_pdf, "PDF text layer (pypdf)"),
-        LoaderSpec("docx", VERSION, _claims("docx"), _docx, _sniff_docx, "Word (expat, streamed)"),
-        LoaderSpec("html", VERSION, _claims("html"), _html, _sniff_html, "HTML (html.parser)"),
+        LoaderSpec(
+            "docx", DOCX_VERSION, _claims("docx"), _docx, _sniff_docx, "Word (expat, streamed)"
+        ),
+        LoaderSpec("html", HTML_VERSION, _claims("html"), _html, _sniff_html, "HTML (html.parser)"),
     ]

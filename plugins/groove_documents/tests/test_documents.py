@@ -115,7 +115,7 @@ def test_plugins_list_shows_each_loader_and_its_types(tmp_path: Path) -> None:
     infos, problem = list_plugins(load_config(kb), extra=[("documents", plugin)])
     assert problem is None
     row = next(i for i in infos if i.name == "documents")
-    assert row.loaders == ("pdf/1: .pdf", "docx/1: .docx", "html/1: .html, .htm")
+    assert row.loaders == ("pdf/1: .pdf", "docx/2: .docx", "html/2: .html, .htm")
     assert row.hooks == ("groove_config_sections", "groove_loaders")
 
 
