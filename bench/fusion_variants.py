@@ -40,6 +40,8 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "scores-v2": {"search.fusion.method": "scores", "search.fusion.weights": {"vector": 2.0}},
     "nocov": {"search.fusion.coverage_vector": 1.0},
     "v2": {"search.fusion.weights": {"vector": 2.0}},
+    "prf": {"search.prf.enabled": True},
+    "prf-scores": {"search.prf.enabled": True, "search.fusion.method": "scores"},
     "nocov-v2": {"search.fusion.coverage_vector": 1.0, "search.fusion.weights": {"vector": 2.0}},
 }
 

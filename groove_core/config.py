@@ -52,12 +52,17 @@ class FusionConfig(_Strict):
     """Reciprocal Rank Fusion and the bm25 column weights of the lexical leg."""
 
     method: Literal["rrf", "scores"] = Field(
-        "rrf",
-        description="how the legs' lists are fused: rrf (sum of weight / (k + rank), the "
-        "seed's) or scores (sum of weight x the hit's score over its leg's best, on the "
-        "scale each leg declares; docs/retrieval-pipeline.md, \"Fusion\")",
+        "scores",
+        description="how the legs' lists are fused: scores (sum of weight x the hit's score "
+        "over its leg's best, on the scale each leg declares) or rrf (sum of weight / (k + "
+        'rank), the seed\'s); docs/retrieval-pipeline.md, "Hybrid candidates"',
     )
-    rrf_k: float = Field(60.0, gt=0, description="RRF constant k: score = sum(1 / (k + rank))")
+    rrf_k: float = Field(
+        60.0,
+        gt=0,
+        description="RRF constant k: score = sum(1 / (k + rank)); under method = scores, "
+        "the share of a leg that declares no score scale",
+    )
     heading: float = Field(2.0, ge=0, description="bm25 weight of the heading column")
     context: float = Field(1.0, ge=0, description="bm25 weight of the contextual prefix")
     content: float = Field(1.0, ge=0, description="bm25 weight of the chunk content")

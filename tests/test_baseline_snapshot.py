@@ -43,7 +43,10 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "baseline_search.json"
 #: leg became the default (ADR-0012). Never regenerated: the documented one-line seed
 #: configuration must keep reproducing it byte for byte.
 SEED_SNAPSHOT = Path(__file__).parent / "snapshots" / "seed_search.json"
-SEED_LINES = '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\n'
+SEED_LINES = (
+    '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\n'
+    '[search.fusion]\nmethod = "rrf"\n'
+)
 UPDATE_ENV = "GROOVE_UPDATE_SNAPSHOTS"
 
 FILES = {

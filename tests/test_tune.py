@@ -104,7 +104,8 @@ def test_tune_says_so_when_the_knobs_do_not_matter(tmp_path: Path) -> None:
     assert (kb / "groove.toml").read_text() == before
     page = (tmp_path / "tune.html").read_text()
     current = Point(60.0, 2.0, 1.0, 1.0)
-    plane = [p for p in grid(current) if p.fusion_weights == current.fusion_weights]
+    # the default fuses scores: k weighs no built-in leg, so only the configured one is tried
+    plane = [p for p in grid(current, (60.0,)) if p.fusion_weights == current.fusion_weights]
     assert page.count("<rect") > len(plane)  # the k x column heatmap + bars
 
 
@@ -130,3 +131,21 @@ def test_toml_edit_appends_the_table_and_refuses_unsafe_layouts() -> None:
         set_table_values("[search]\nfusion = { rrf_k = 3.0 }\n", "search.fusion", {"rrf_k": 1.0})
     with pytest.raises(TomlEditError, match="not valid TOML"):
         set_table_values("[search\n", "search.fusion", {"rrf_k": 1.0})
+
+
+def test_k_is_swept_only_where_it_weighs_something() -> None:
+    from groove_core.context import LegSpec
+    from groove_core.evaluation.tune import k_values
+
+    def nothing(_ctx: object) -> None:
+        return None
+
+    scaled = [LegSpec("word", "lexical", nothing, score="bm25"), LegSpec("v", "vector", nothing)]
+    ranked = [*scaled, LegSpec("title", "lexical", nothing)]
+    scores = GrooveConfig()
+    assert scores.search.fusion.method == "scores"
+    assert k_values(scores, scaled) == (60.0,)
+    assert k_values(scores, ranked) == GRID_K
+    rrf = GrooveConfig.model_validate({"search": {"fusion": {"method": "rrf"}}})
+    assert k_values(rrf, scaled) == GRID_K
+    assert {p.rrf_k for p in grid(current_point(scores, "word"), (60.0,))} == {60.0}

@@ -386,13 +386,14 @@ def tune_cmd(shared: _Shared, metric: str, holdout: float, write: bool) -> None:
     --write, and only when the gain is beyond noise. See docs/eval.md for the grid.
     """
     from groove_core.evaluation.tomledit import write_tuned
-    from groove_core.evaluation.tune import assess, current_point, grid, run_grid
+    from groove_core.evaluation.tune import assess, current_point, grid, k_values, run_grid
 
     session = shared.session()
     searcher = session.searcher()
     terms_leg = searcher.plugins.terms_leg()
     current = current_point(session.config, terms_leg, searcher.plugins.leg_weight(terms_leg))
-    weights = {p.weights for p in grid(current)}
+    ks = k_values(session.config, searcher.plugins.leg_specs())
+    weights = {p.weights for p in grid(current, ks)}
     with _Progress(len(session.queries) * (1 + len(weights)), "tune") as progress:
         result = run_grid(searcher, session.queries, limit=shared.limit, progress=progress)
     keys = [q.golden.key for q in session.queries]

@@ -2,7 +2,8 @@
 
 The grid (documented in docs/eval.md):
 
-* ``rrf_k`` in GRID_K;
+* ``rrf_k`` in GRID_K (only the configured k under ``method = "scores"`` when every leg
+  declares a score scale: k then weighs nothing, ADR-0019);
 * ``heading`` in GRID_HEADING and ``context`` in GRID_CONTEXT with ``content`` fixed at
   1.0 — bm25 is a weighted *sum* over columns, so scaling all three weights together never
   changes a ranking and only the ratios to ``content`` are free;
@@ -57,7 +58,7 @@ from groove_core.weighting import (
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig
-    from groove_core.context import QueryContext
+    from groove_core.context import LegSpec, QueryContext
     from groove_core.evaluation.golden import ResolvedQuery
     from groove_core.evaluation.runner import Progress
     from groove_core.models import LegResult
@@ -132,13 +133,21 @@ def current_point(config: GrooveConfig, terms_leg: str | None, terms_default: fl
     )
 
 
-def grid(current: Point) -> list[Point]:
-    """The k x column-weight grid at the current fusion weights, then the fusion-weight
-    grid at the current k and column weights (a full product would be 45x larger)."""
+def k_values(config: GrooveConfig, specs: Sequence[LegSpec]) -> tuple[float, ...]:
+    """The RRF k values worth trying: GRID_K, or only the configured k when the score
+    fusion reads every leg's scores (k then sets the share of no leg: ADR-0019)."""
+    fusion = config.search.fusion
+    if fusion.method == "scores" and all(spec.scale != "rank" for spec in specs):
+        return (fusion.rrf_k,)
+    return GRID_K
+
+
+def grid(current: Point, ks: Sequence[float] = GRID_K) -> list[Point]:
+    """The k (``ks``) x column-weight grid at the current fusion weights, then the
+    fusion-weight grid at the current k and column weights (a full product would be 45x
+    larger)."""
     fusion = current.fusion_weights
-    points = {
-        Point(k, h, c, 1.0, *fusion) for k in GRID_K for h in GRID_HEADING for c in GRID_CONTEXT
-    }
+    points = {Point(k, h, c, 1.0, *fusion) for k in ks for h in GRID_HEADING for c in GRID_CONTEXT}
     points |= {
         Point(current.rrf_k, *current.weights, w, x, v)
         for w in GRID_WORD
@@ -220,7 +229,8 @@ def run_grid(
     config = searcher.config
     prepared = _prepare(searcher, queries, limit, progress)
     terms_leg = searcher.plugins.terms_leg()
-    points = grid(current_point(config, terms_leg, searcher.plugins.leg_weight(terms_leg)))
+    current = current_point(config, terms_leg, searcher.plugins.leg_weight(terms_leg))
+    points = grid(current, k_values(config, searcher.plugins.leg_specs()))
     lexical = {s.name for s in searcher.plugins.leg_specs() if s.kind == "lexical"}
     by_weights: dict[tuple[float, float, float], list[Point]] = {}
     for point in points:
