@@ -49,7 +49,8 @@ class _Strict(BaseModel):
 
 
 class FusionConfig(_Strict):
-    """Reciprocal Rank Fusion and the bm25 column weights of the lexical leg."""
+    """How the legs are fused (their scores, or Reciprocal Rank Fusion), their weights and
+    rules, and the bm25 column weights of the lexical legs."""
 
     method: Literal["rrf", "scores"] = Field(
         "scores",
@@ -71,7 +72,7 @@ class FusionConfig(_Strict):
     )
     weights: dict[str, Annotated[float, Field(ge=0)]] = Field(
         default_factory=dict,
-        description="RRF weight per leg name (fts, word, vector, a plugin's leg); "
+        description="fusion weight per leg name (fts, word, vector, a plugin's leg); "
         "when not listed, the weight the leg declares (word 2, the others 1); "
         "0 leaves the leg out of fusion",
     )

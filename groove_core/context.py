@@ -7,6 +7,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from groove_core.models import SCORE_SCALES
+
 if TYPE_CHECKING:
     import numpy as np
     import structlog
@@ -102,6 +104,14 @@ class LegSpec:
     #: None: ``distance`` for a vector leg (its kind's contract), ``rank`` for any other.
     score: ScoreScale | None = None
     plugin: str = ""  # set by the core: the plugin that declared it
+
+    def __post_init__(self) -> None:
+        # a typo ("cosine") would be read as another scale, silently
+        if self.score is not None and self.score not in SCORE_SCALES:
+            raise ValueError(
+                f"LegSpec {self.name!r}: score must be one of {', '.join(SCORE_SCALES)} or "
+                f"None, not {self.score!r}"
+            )
 
     @property
     def scale(self) -> ScoreScale:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
@@ -61,6 +62,9 @@ def by_scores(
     """score(c) = sum over legs of w_leg * share_leg(c): the hit's value over the leg's best
     value, both measured from the scale's floor (:data:`~groove_core.models.ScoreScale`).
 
+    ``best`` is the largest finite value of the leg. A leg with no value above its floor
+    (a plugin's scores on another convention) is ranked by its order, as a ``rank`` leg.
+
     Where RRF sees only ranks, this keeps how far apart a leg's hits are: a bm25 leg whose
     first hit matches every rare word of the query far ahead of its second counts that
     gap, and a vector leg whose first ten hits are nearly as near as each other gives
@@ -69,15 +73,26 @@ def by_scores(
     Weights, the zero-weight rule and tie-breaks are RRF's (:func:`rrf`).
     """
 
+    def by_rank(leg: LegResult) -> list[float]:
+        return [(k + 1.0) / (k + rank) for rank in _ranks(leg)]
+
     def shares(leg: LegResult) -> list[float]:
         scale = scales.get(leg.name, "rank")
         if scale == "rank" or not leg.hits:
-            return [(k + 1.0) / (k + rank) for rank in _ranks(leg)]
+            return by_rank(leg)
         values, floor = _values(leg, scale)
-        best = max(values)
+        finite = [v for v in values if math.isfinite(v)]
+        best = max(finite, default=floor)
         if best <= floor:
-            return [1.0] * len(values)
-        return [min(1.0, max(0.0, (v - floor) / (best - floor))) for v in values]
+            # no value above the scale's floor (a plugin's scores on another convention,
+            # every bm25 column weighted 0): the scores say nothing, the order still does
+            return by_rank(leg)
+        # a value that is not finite counts as the floor; an infinite best is not a
+        # best (it would turn every share into 0)
+        return [
+            min(1.0, max(0.0, (v - floor) / (best - floor))) if math.isfinite(v) else 0.0
+            for v in values
+        ]
 
     return _sum(legs, size, lambda leg, w: [w * share for share in shares(leg)])
 

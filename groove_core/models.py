@@ -7,7 +7,7 @@ what they were given, so a stage that passes leaves its input exactly as it was.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 #: What a candidate leg is, as its :class:`~groove_core.context.LegSpec` declares it: the
 #: fusion rules, ``low_confidence``, ``groove tune`` and ``eval --ablate`` read the kind,
@@ -24,6 +24,7 @@ LegKind = Literal["lexical", "vector", "other"]
 #: ``similarity``: larger is better, floor 0; ``rank``: the score means nothing outside
 #: the leg, only the order counts (the hit's RRF share, the first 1).
 ScoreScale = Literal["bm25", "distance", "similarity", "rank"]
+SCORE_SCALES: tuple[str, ...] = get_args(ScoreScale)
 
 
 @dataclass(frozen=True)
@@ -106,7 +107,8 @@ class ExpandedRange:
 
 @dataclass(frozen=True)
 class SearchHit:
-    """One result. ``score`` is the RRF score (or a rerank stage's own score); larger is better."""
+    """One result. ``score`` is the fusion's score (or a rerank stage's own score); larger is
+    better."""
 
     chunk_id: int
     doc_id: int

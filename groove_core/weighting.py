@@ -1,6 +1,7 @@
-"""Per-leg RRF weights, and the query-dependent rules that adjust them.
+"""Per-leg fusion weights, and the query-dependent rules that adjust them.
 
-RRF adds ``weight / (k + rank)`` per leg. The weights come from ``[search.fusion.weights]``
+Fusion adds ``weight × share`` per leg (the hit's score over the leg's best, or RRF's
+``1 / (k + rank)``; groove_core.fusion). The weights come from ``[search.fusion.weights]``
 (for a leg not listed, the weight its spec declares: 2 for the built-in word leg, else 1),
 and two rules change them per query. The rules know a leg by the kind its spec declares
 (``lexical``, ``vector``, ``other``; see ``groove_core.context.LegSpec``), never by its

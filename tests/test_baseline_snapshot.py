@@ -43,6 +43,9 @@ SNAPSHOT = Path(__file__).parent / "snapshots" / "baseline_search.json"
 #: leg became the default (ADR-0012). Never regenerated: the documented one-line seed
 #: configuration must keep reproducing it byte for byte.
 SEED_SNAPSHOT = Path(__file__).parent / "snapshots" / "seed_search.json"
+#: The default pipeline with RRF (``[search.fusion] method = "rrf"``): the baseline before
+#: the score fusion became the default (ADR-0019). Never regenerated, as the seed's.
+RRF_SNAPSHOT = Path(__file__).parent / "snapshots" / "baseline_rrf_search.json"
 SEED_LINES = (
     '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\n'
     '[search.fusion]\nmethod = "rrf"\n'
@@ -109,6 +112,7 @@ def _configs() -> dict[str, str]:
         "blocked.toml": FAST_CONFIG + f"[plugins]\ndisabled = {json.dumps([*others, *STAGES])}\n",
         "on.toml": off
         + "[search.mmr]\nenabled = true\n[search.parent_retriever]\nenabled = true\n",
+        "rrf.toml": off + '[search.fusion]\nmethod = "rrf"\n',
     }
 
 
@@ -184,6 +188,13 @@ def test_seed_configuration_reproduces_the_seed_snapshot(kb: Path) -> None:
     assert _cli_outputs(kb, "seed.toml") == expected
     # The default differs from the seed (the word leg finds more), or this pins nothing.
     assert _snapshot() != expected
+
+
+def test_rrf_reproduces_the_baseline_before_the_score_fusion(kb: Path) -> None:
+    stored = json.loads(RRF_SNAPSHOT.read_text(encoding="utf-8"))
+    expected = [canonical(c["output"]) for c in stored["cases"]]
+    assert _cli_outputs(kb, "rrf.toml") == expected
+    assert _snapshot() != expected  # the scores differ, or this pins nothing
 
 
 @pytest.mark.parametrize(

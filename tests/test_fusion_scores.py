@@ -70,9 +70,9 @@ def test_rank_scale_is_rrf_share_with_the_first_one() -> None:
 def test_similarity_scale_and_degenerate_values() -> None:
     sim = by_scores([leg("t", [(1, 3.0), (2, 1.0)])], 60.0, 10, {"t": "similarity"})
     assert [f.score for f in sim] == [pytest.approx(1.0), pytest.approx(1 / 3)]
-    # every bm25 score 0 (a tiny corpus): no best to divide by, every hit a full share
+    # every bm25 score 0 (a tiny corpus): no best to divide by, the order still counts
     flat = by_scores([leg("w", [(1, 0.0), (2, 0.0)])], 60.0, 10, {"w": "bm25"})
-    assert [f.score for f in flat] == [1.0, 1.0]
+    assert [f.score for f in flat] == [1.0, pytest.approx(61 / 62)]
     # a value past the best's floor side stays within [0, 1]
     odd = by_scores([leg("w", [(1, -2.0), (2, 1.0)])], 60.0, 10, {"w": "bm25"})
     assert [f.score for f in odd] == [1.0, 0.0]
@@ -122,3 +122,46 @@ def test_an_unknown_fusion_method_is_a_config_error(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match="method"):
         load_config(kb)
+
+
+def test_scores_on_another_convention_fall_back_to_the_order() -> None:
+    # a plugin declaring bm25 but returning positive scores (rank_bm25's convention):
+    # every value is below the floor, so the leg is ranked by order, not flooded with 1s
+    positive = leg("p", [(1, 9.0), (2, 5.0), (3, 1.0)])
+    out = by_scores([positive], 60.0, 10, {"p": "bm25"})
+    assert [f.chunk_id for f in out] == [1, 2, 3]
+    assert [f.score for f in out] == [1.0, pytest.approx(61 / 62), pytest.approx(61 / 63)]
+
+
+def test_values_that_are_not_numbers_do_not_cancel_a_leg() -> None:
+    inf = float("inf")
+    nan = float("nan")
+    # -inf bm25 first (an infinite best): the finite values are measured on their own
+    out = by_scores([leg("w", [(1, -inf), (2, -4.0), (3, -2.0)])], 60.0, 10, {"w": "bm25"})
+    assert {f.chunk_id: f.score for f in out} == {1: 0.0, 2: 1.0, 3: 0.5}
+    out = by_scores([leg("w", [(1, nan), (2, -4.0)])], 60.0, 10, {"w": "bm25"})
+    assert {f.chunk_id: f.score for f in out} == {1: 0.0, 2: 1.0}
+    out = by_scores([leg("s", [(1, nan), (2, inf)])], 60.0, 10, {"s": "similarity"})
+    assert [f.score for f in out] == [1.0, pytest.approx(61 / 62)]
+    assert all(math.isfinite(f.score) for f in out)
+
+
+def test_a_leg_spec_refuses_an_unknown_score_scale() -> None:
+    with pytest.raises(ValueError, match="score must be one of bm25, distance"):
+        LegSpec("x", "lexical", _search, score="cosine")  # type: ignore[arg-type]
+
+
+def test_a_plugin_leg_with_an_unknown_scale_is_one_line_naming_it(tmp_path: Path) -> None:
+    from groove_core.config import ConfigError
+    from groove_core.hookspecs import hookimpl
+    from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+
+    class Typo:
+        @hookimpl
+        def groove_legs(self) -> list[LegSpec]:
+            return [LegSpec("t", "lexical", _search, score="cosine")]  # type: ignore[arg-type]
+
+    kb = make_kb(tmp_path / "kb", {"a.md": "# A\n\nalpha\n"}, config=FAST_CONFIG)
+    app = open_kb(kb, extra_plugins=[("typo", Typo())])
+    with pytest.raises(ConfigError, match=r"the plugin 'typo'.*groove_legs.*score must be"):
+        app.search("alpha")

@@ -79,11 +79,14 @@ LINKED = {
 def test_copy_from_moves_an_index_to_another_backend_without_re_embedding(
     tmp_path: Path,
 ) -> None:
-    kb = make_kb(tmp_path / "notes", LINKED, config=FAST_CONFIG)
+    # RRF: its scores are ranks only, so the unchanged files' scores must come back
+    # exactly (the score fusion reads bm25, which the changed file's statistics move)
+    config = FAST_CONFIG + '[search.fusion]\nmethod = "rrf"\n'
+    kb = make_kb(tmp_path / "notes", LINKED, config=config)
     plain = Groove.open(kb, entry_points=False)
     plain.index()
     before = plain.search("descale kettle", limit=5)
-    (kb / "groove.toml").write_text(FAST_CONFIG + '[store]\nbackend = "elsewhere"\n')
+    (kb / "groove.toml").write_text(config + '[store]\nbackend = "elsewhere"\n')
     (kb / "c.md").write_text("# Cups\n\nWash the cups twice.\n")  # changed since: re-embedded
     plugin = Elsewhere(tmp_path / "shared")
     moved = Groove.open(kb, extra_plugins=[("elsewhere", plugin)], entry_points=False)
@@ -92,10 +95,8 @@ def test_copy_from_moves_an_index_to_another_backend_without_re_embedding(
     assert (report.changed, report.unchanged, report.chunks_embedded) == (1, 2, 1)
     after = moved.search("descale kettle", limit=5)
 
-    # In order; not by score: the changed file moves bm25's statistics, which the default
-    # fusion reads (ADR-0019), while the vectors copied must rank as before.
-    def unchanged(hits: tuple[Any, ...]) -> list[tuple[str, str]]:
-        return [(h.path, h.content) for h in hits if h.path != "c.md"]
+    def unchanged(hits: tuple[Any, ...]) -> list[tuple[str, str, float]]:
+        return [(h.path, h.content, h.score) for h in hits if h.path != "c.md"]
 
     assert unchanged(after.results) == unchanged(before.results)
     links = moved.store.links_of("a.md", 10)

@@ -365,6 +365,7 @@ def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
         "embed_text": q.embed_text,
         "pool_size": ctx.pool_size,
         "leg_size": ctx.leg_size,
+        "fusion": ctx.config.search.fusion.method,
         "rrf_k": ctx.config.search.fusion.rrf_k,
         "legs": [_leg_explain(leg) for leg in legs],
         "ranks": [
@@ -420,7 +421,8 @@ def _print_explain(explain: dict[str, Any]) -> None:
         f"negatives:  {explain['negatives']}",
         f"match_expr: {match_expr if match_expr is not None else '(FTS skipped)'}",
         f"embed_text: {explain['embed_text']!r}",
-        f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  rrf_k: {explain['rrf_k']}",
+        f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  "
+        f"fusion: {explain['fusion']}  rrf_k: {explain['rrf_k']}",
     ]
     for leg in explain["legs"]:
         head = f"leg {leg['name']} ({leg['kind']}): {leg['candidates']} candidates"

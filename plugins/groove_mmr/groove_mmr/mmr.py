@@ -13,7 +13,8 @@ import numpy as np
 
 
 def normalize_scores(scores: Sequence[float]) -> np.ndarray:
-    """Min-max scale to [0, 1], so λ means the same for RRF (≈0.01) and reranker (±10) scores.
+    """Min-max scale to [0, 1], so λ means the same for fused (0-4, or RRF's ≈0.01) and
+    reranker (±10) scores.
 
     All-equal scores carry no relevance signal: every candidate gets 1.0 and the similarity
     term alone decides (ties keep the input order).
