@@ -24,7 +24,9 @@ now and then, before its answer); a client that hears nothing from one for
 :data:`SIGN_OF_LIFE` seconds (a server stopped with SIGSTOP, or frozen) says so on one line,
 marks its socket (:data:`SILENT`) and goes on without it, and later clients skip a marked
 socket without waiting, for :data:`SILENT_SECONDS` or until the server, alive again, removes
-the mark (within seconds). A client sends its request only to a server running as its user.
+the mark (within seconds of its command thread going on). A server whose one command thread
+is stuck on a command refuses the commands queued behind it within seconds (their clients
+run them alone). A client sends its request only to a server running as its user.
 
 This module is the client and what both sides share: the standard library's lightest
 modules only (every ``groove`` command pays for its import). The server is
@@ -238,17 +240,32 @@ def _mark_silent(path: str) -> None:
 
 def _remove_dead(path: str) -> None:
     """Remove the socket ``path`` that refused a connection: a server that is gone (a live
-    one's socket listens from the moment it has its name). Only a socket of this user:
-    anything else found under that name is left alone."""
+    one's socket listens from the moment it has its name). Only a socket of this user, and
+    not while the process it is named after lives: macOS and BSD refuse a connection to a
+    live server whose listen queue is full. Anything else found under that name is left
+    alone."""
     try:
         info = os.lstat(path)
     except OSError:
         return
-    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.getuid():
+    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.getuid() and not _alive(_pid_of(path)):
         with contextlib.suppress(OSError):
             os.unlink(path)
         with contextlib.suppress(OSError):
             os.unlink(path + SILENT)
+
+
+def _alive(pid: str) -> bool:
+    """Whether the process ``pid`` (a socket name's) exists; a name without one: no."""
+    if not pid.isdigit() or int(pid) <= 0:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's (a pid reused), or unknown: leave the socket be
+    return True
 
 
 def _mtime(entry: os.DirEntry[str]) -> float:

@@ -3,11 +3,17 @@
 sent to its socket against the KBs it holds.
 
 Threads: one accepts connections (and removes the mark a client left on the socket when
-this server did not answer it, :data:`~groove_core.cli.warm.SILENT`); one per connection
-reads its request, answers ``who`` and ``stop`` itself, and while the command waits its
-turn and runs sends a newline every :data:`~groove_core.cli.warm.KEEPALIVE` seconds, so a
-client tells a busy server from a frozen one; one runs the commands, one at a time (a
-command changes the process's folder and captures its output).
+this server did not answer it, :data:`~groove_core.cli.warm.SILENT`, once the command
+thread shows it works again: idle, or done with a command since); one per connection reads
+its request, answers ``who`` and ``stop`` itself, and while the command waits its turn and
+runs sends a newline every :data:`~groove_core.cli.warm.KEEPALIVE` seconds, so a client
+tells a busy server from a frozen one; one runs the commands, one at a time (a command
+changes the process's folder and captures its output).
+
+A command stuck on the command thread (a plugin that hangs) would hold every client behind
+it until its client's deadline: a command still waiting its turn behind one that has run
+for :data:`STUCK_SECONDS` is refused instead (its client runs it alone, at once), and the
+mark the stuck command's client leaves stays until that command ends.
 """
 
 from __future__ import annotations
@@ -130,8 +136,14 @@ def _file_state(path: Path) -> tuple[int, int] | None:
 REQUEST_SECONDS = 2.0
 #: Connections served at once; one more is closed at once (its client runs alone).
 MAX_CLIENTS = 64
+#: Connections the kernel queues before the accepting thread takes them: a full queue
+#: refuses a connection (macOS, BSD), which a client would take for a dead server's.
+LISTEN_BACKLOG = 2 * MAX_CLIENTS
 #: Seconds between the accepting thread's looks at the socket's silent mark.
 MARK_CHECK = 1.0
+#: Seconds a command may run before the commands waiting behind it are refused (their
+#: clients run them alone rather than wait for one that may never end).
+STUCK_SECONDS = 15.0
 
 _held: Held | None = None
 _holding = threading.local()
@@ -163,6 +175,8 @@ class _Job:
     answer: dict[str, Any] = field(default_factory=dict)
     done: threading.Event = field(default_factory=threading.Event)
     cancelled: bool = False
+    #: Taken by the command thread (under the server's lock): no longer cancelled.
+    started: bool = False
 
 
 class LocalServer:
@@ -196,6 +210,12 @@ class LocalServer:
         self._clis: dict[tuple[str, tuple[int, int] | None], Any] = {}
         self._jobs: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
         self._clients = threading.BoundedSemaphore(MAX_CLIENTS)
+        #: Guards the command thread's state below and each job's started/cancelled.
+        self._state = threading.Lock()
+        #: When the command now running began (monotonic), None while idle; how many
+        #: commands it finished: what tells the accepting thread it works.
+        self._running_since: float | None = None
+        self._finished = 0
 
     def start(self) -> Path | None:
         """Listen (threads); the socket's path, or None when no safe folder exists.
@@ -214,7 +234,7 @@ class LocalServer:
             # The folder (0700, ours) already keeps others out; the socket says so too. Not
             # through the umask: that is the whole process's, and other threads write files.
             starting.chmod(0o600)
-            sock.listen(16)
+            sock.listen(LISTEN_BACKLOG)
             starting.rename(path)
         except BaseException:
             sock.close()
@@ -252,14 +272,14 @@ class LocalServer:
 
     def _serve(self) -> None:
         """Accept connections, each served by a thread of its own; now and then remove
-        the mark of a client that found this server silent (it answers again)."""
+        the mark of a client that found this server silent, once it answers again."""
         sock = self._sock
         assert sock is not None and self.path is not None
         mark = f"{self.path}{SILENT}"
         sock.settimeout(MARK_CHECK)
+        seen: int | None = None
         while True:
-            with contextlib.suppress(OSError):
-                os.unlink(mark)
+            seen = self._tidy_mark(mark, seen)
             try:
                 conn, _ = sock.accept()
             except TimeoutError:
@@ -270,6 +290,33 @@ class LocalServer:
                 conn.close()  # too many at once: that client runs its command alone
                 continue
             threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+
+    def _tidy_mark(self, mark: str, seen: int | None) -> int | None:
+        """Remove the silent mark once the command thread works: idle, or it finished a
+        command since the mark was first ``seen`` (the count of commands finished then).
+        While one command stays stuck the mark stays, and clients skip this server
+        without waiting. What to pass next time."""
+        if not os.path.lexists(mark):
+            return None
+        with self._state:
+            idle, finished = self._running_since is None, self._finished
+        if idle or (seen is not None and finished != seen):
+            with contextlib.suppress(OSError):
+                os.unlink(mark)
+            return None
+        return finished if seen is None else seen
+
+    def _stuck_behind(self, job: _Job) -> str | None:
+        """Why ``job``, still waiting its turn, is given up (cancelled): the command
+        running has run for :data:`STUCK_SECONDS`; or None."""
+        with self._state:
+            if job.started or self._running_since is None:
+                return None
+            took = time.monotonic() - self._running_since
+            if took < STUCK_SECONDS:
+                return None
+            job.cancelled = True
+        return f"busy: queued behind a command running for {took:.0f} s"
 
     def _client(self, conn: socket.socket) -> None:
         try:
@@ -311,8 +358,12 @@ class LocalServer:
         job = _Job(request)
         self._jobs.put(job)
         try:
-            # Working, or waiting its turn: said to the client now and then.
+            # Working, or waiting its turn: said to the client now and then; behind a
+            # command that seems stuck, refused (the client runs it alone).
             while not job.done.wait(KEEPALIVE):
+                if (why := self._stuck_behind(job)) is not None:
+                    conn.sendall(json.dumps({"refused": why}).encode() + b"\n")
+                    return
                 conn.sendall(b"\n")
         except OSError:
             job.cancelled = True  # the client went on without us: not run for nobody
@@ -327,13 +378,21 @@ class LocalServer:
             job = self._jobs.get()
             if job is None:
                 return  # closed
-            if job.cancelled:
+            with self._state:
+                if not job.cancelled:
+                    job.started = True
+                    self._running_since = time.monotonic()
+            if not job.started:
                 job.done.set()
                 continue
             try:
                 job.answer = self._answer(job.request)
             except Exception as err:  # the client runs the command alone
                 job.answer = {"refused": f"the server failed: {type(err).__name__}"}
+            finally:
+                with self._state:
+                    self._running_since = None
+                    self._finished += 1
             job.done.set()
 
     def _answer(self, request: dict[str, Any]) -> dict[str, Any]:
