@@ -436,11 +436,13 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
     path = listener.start()
     if path is None:
         raise click.ClickException("no private folder for the command line's socket")
-    for kb in kbs:
-        kb.app.embedder.embed_query("warm up")  # the model loads now, not on the first search
-    signal.signal(signal.SIGTERM, lambda *_: done.set())
-    log.info("serving the command line", kb=", ".join(str(k.app.kb) for k in kbs), pid=os.getpid())
     try:
+        # The model loads now, not on the first search; one that fails takes the socket along.
+        for kb in kbs:
+            kb.app.embedder.embed_query("warm up")
+        signal.signal(signal.SIGTERM, lambda *_: done.set())
+        kbs_held = ", ".join(str(k.app.kb) for k in kbs)
+        log.info("serving the command line", kb=kbs_held, pid=os.getpid())
         done.wait()
     finally:
         listener.close()

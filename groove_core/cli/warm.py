@@ -248,14 +248,14 @@ def _remove_dead(path: str) -> None:
         info = os.lstat(path)
     except OSError:
         return
-    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.getuid() and not _alive(_pid_of(path)):
+    if stat.S_ISSOCK(info.st_mode) and info.st_uid == os.getuid() and not alive(_pid_of(path)):
         with contextlib.suppress(OSError):
             os.unlink(path)
         with contextlib.suppress(OSError):
             os.unlink(path + SILENT)
 
 
-def _alive(pid: str) -> bool:
+def alive(pid: str) -> bool:
     """Whether the process ``pid`` (a socket name's) exists; a name without one: no."""
     if not pid.isdigit() or int(pid) <= 0:
         return False

@@ -44,10 +44,12 @@ from groove_core.cli.warm import (
     OUTPUT_ENV,
     SILENT,
     SUFFIX,
+    alive,
     read_line,
     runtime_dir,
     same_user,
 )
+from groove_core.errors import GrooveError
 
 
 class NotHeld(Exception):
@@ -226,6 +228,7 @@ class LocalServer:
         folder = runtime_dir(create=True)
         if folder is None:
             return None
+        _remove_unfinished(folder)
         name = f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
         path, starting = folder / name, folder / f".{name}.new"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -469,6 +472,31 @@ class LocalServer:
         return self._clis[key]
 
 
+def _remove_unfinished(folder: Path) -> None:
+    """Remove the sockets servers bound and died before naming (``.PID-MS.sock.new``):
+    this user's, of processes that are gone."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [e.name for e in entries]
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(".") and name.endswith(f"{SUFFIX}.new")):
+            continue
+        path = folder / name
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        if (
+            stat.S_ISSOCK(info.st_mode)
+            and info.st_uid == os.getuid()
+            and not alive(name[1:].partition("-")[0])
+        ):
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+
 def _same_registry(where: Any) -> bool:
     """Whether the client's environment ``where`` names this server's registry folder."""
     from groove_core.registry import config_home
@@ -518,6 +546,10 @@ def _log() -> Any:
     return structlog.get_logger("groove.serve")
 
 
+class LockError(GrooveError):
+    """The background server's lock file cannot be opened or locked."""
+
+
 class BackgroundLock:
     """Whoever holds it starts or is the background server of ``folders`` (a lock file in
     the socket folder, one per set of KB folders): two ``serve --background`` at once start
@@ -529,7 +561,17 @@ class BackgroundLock:
         key = hashlib.sha256("\0".join(sorted(str(f) for f in folders)).encode()).hexdigest()
         self.path = folder / f"background-{key[:16]}.lock"
         flags = os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
-        self.fd = os.open(self.path, flags, 0o600) if fd is None else fd
+        if fd is not None:
+            self.fd = fd
+            return
+        try:
+            self.fd = os.open(self.path, flags, 0o600)
+        except OSError as err:
+            hint = " (a symbolic link there? remove it)" if os.path.islink(self.path) else ""
+            raise LockError(
+                f"cannot open the background server's lock file {self.path}: "
+                f"{err.strerror or err}{hint}"
+            ) from None
 
     @property
     def log_path(self) -> Path:
@@ -544,6 +586,11 @@ class BackgroundLock:
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        except OSError as err:  # ENOLCK: a file system without locks (NFS)
+            raise LockError(
+                f"cannot lock the background server's lock file {self.path}: "
+                f"{err.strerror or err} (set XDG_RUNTIME_DIR or TMPDIR to a local folder)"
+            ) from None
         return True
 
     def record(self, pid: int | None) -> None:
