@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import inspect
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -140,6 +141,17 @@ class Plugins:
             if _database_error(err) or self._builtin(plugin):
                 raise
             raise self.failure(plugin, hook, err) from err
+
+    @contextlib.contextmanager
+    def calling_through(self, impls: Sequence[Any], hook: str) -> Iterator[None]:
+        """Around a call of ``hook`` through pluggy (some plugin wraps it: ``impls``, its
+        implementations): a failure is :meth:`calling`'s, blamed on the implementation it
+        came from (:func:`blame`), not on all of them."""
+        try:
+            yield
+        except Exception as err:
+            with self.calling(blame(impls, err), hook):
+                raise
 
     def _builtin(self, plugin: str) -> bool:
         return any(i.builtin for i in self.infos if i.name == plugin)
@@ -364,11 +376,12 @@ class Plugins:
         caller = getattr(self.pm.hook, hook)
         impls = list(reversed(caller.get_hookimpls()))
         if any(impl.hookwrapper or impl.wrapper for impl in impls):
-            names = ", ".join(impl.plugin_name for impl in impls)
-            with self.calling(names, hook):
+            with self.calling_through(impls, hook):
                 answers = caller(**kwargs)
+            # What comes out went through the outermost wrapper: its plugin answers for it.
+            outer = _outermost(impls)
             first = caller.spec is not None and caller.spec.opts.get("firstresult")
-            yield from ((names, answer) for answer in ([answers] if first else answers))
+            yield from ((outer, answer) for answer in ([answers] if first else answers))
             return
         for impl in impls:
             with self.calling(impl.plugin_name, hook):
@@ -390,6 +403,37 @@ class Plugins:
     def implements(self, hook: str) -> list[str]:
         """Names of the registered plugins implementing ``hook``."""
         return [impl.plugin_name for impl in getattr(self.pm.hook, hook).get_hookimpls()]
+
+
+def blame(impls: Sequence[Any], err: BaseException) -> str:
+    """The plugin of the implementation (among pluggy's ``impls`` of one hook) that
+    ``err`` came from: the innermost frame of its traceback that runs one of their
+    functions (a wrapper that passes an inner failure on is not the one that failed);
+    where none does (pluggy refused a wrapper), the outermost wrapper's. A
+    :class:`PluginError` is traced by the error it was made from."""
+    codes: dict[Any, str] = {}
+    for impl in impls:
+        code = getattr(inspect.unwrap(impl.function), "__code__", None)
+        if code is not None:
+            codes.setdefault(code, impl.plugin_name)
+    seen: BaseException | None = err
+    while seen is not None:  # a PluginError made of it: the error it was made from
+        found = None
+        tb = seen.__traceback__
+        while tb is not None:
+            found = codes.get(tb.tb_frame.f_code, found)
+            tb = tb.tb_next
+        if found is not None:
+            return found
+        seen = seen.__cause__
+    return _outermost(impls)
+
+
+def _outermost(impls: Sequence[Any]) -> str:
+    """The plugin of the first wrapper pluggy calls among ``impls`` (in calling order),
+    else of the first implementation."""
+    wrappers = [i for i in impls if i.hookwrapper or i.wrapper]
+    return str((wrappers or list(impls))[0].plugin_name)
 
 
 def _database_error(err: BaseException) -> bool:

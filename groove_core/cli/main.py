@@ -840,14 +840,17 @@ def _add_plugin_commands(cli: click.Group, plugins: Plugins, warn: Callable[[str
     """Each plugin's ``groove_cli_commands``, in pluggy's order, guarded
     (:meth:`Plugins.calling`): a plugin that fails adds nothing (what it added before
     failing is taken back) and is warned; the others' commands are added. A hook some
-    plugin wraps is called through pluggy, a failure leaving out all its implementations."""
+    plugin wraps is called through pluggy, a failure leaving out all its implementations
+    and blamed on the one it came from (:func:`~groove_core.plugins.blame`)."""
+    from groove_core.plugins import blame
+
     hook = "groove_cli_commands"
     caller = plugins.pm.hook.groove_cli_commands
     impls = list(reversed(caller.get_hookimpls()))
     args = {"cli": cli}
-    calls: list[tuple[str, Callable[[], object]]]
+    calls: list[tuple[str | None, Callable[[], object]]]
     if any(impl.hookwrapper or impl.wrapper for impl in impls):
-        calls = [(", ".join(i.plugin_name for i in impls), functools.partial(caller, **args))]
+        calls = [(None, functools.partial(caller, **args))]  # None: whichever failed
     else:  # each as pluggy calls it: the arguments it names, by position
         calls = [
             (i.plugin_name, functools.partial(i.function, *[args[n] for n in i.argnames]))
@@ -855,13 +858,14 @@ def _add_plugin_commands(cli: click.Group, plugins: Plugins, warn: Callable[[str
         ]
     for plugin, call in calls:
         before = dict(cli.commands)
+        guard = plugins.calling(plugin, hook) if plugin else plugins.calling_through(impls, hook)
         try:
-            with plugins.calling(plugin, hook):
+            with guard:
                 call()
         except GrooveError as err:
             cli.commands.clear()
             cli.commands.update(before)
-            warn(_left_out(plugin, hook, err, "its commands are"))
+            warn(_left_out(plugin or blame(impls, err), hook, err, "its commands are"))
 
 
 def _startup_plugins() -> Plugins | None:

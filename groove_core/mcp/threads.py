@@ -197,31 +197,34 @@ def plugin_tools(kb: NamedKb, server: MCPServer) -> list[_PluginTool]:
     tools are absent from the list a client reads, which changes no other tool's answer;
     stopping the server instead would take every tool from an agent whose client seldom
     shows why. A hook some plugin wraps is called through pluggy, a failure leaving out
-    all its implementations."""
+    all its implementations and blamed on the one it came from
+    (:func:`~groove_core.plugins.blame`)."""
     from groove_core.errors import GrooveError
-    from groove_core.plugins import PluginError
+    from groove_core.plugins import PluginError, blame
 
     hook = "groove_mcp_tools"
     plugins = kb.app.plugins
     tool_app: ToolApp = ServedApp(kb.app)
     caller = plugins.pm.hook.groove_mcp_tools
     impls = list(reversed(caller.get_hookimpls()))
-    runs: list[tuple[str, Any]] = [(impl.plugin_name, impl) for impl in impls]
+    runs: list[tuple[str | None, Any]] = [(impl.plugin_name, impl) for impl in impls]
     if any(impl.hookwrapper or impl.wrapper for impl in impls):
-        runs = [(", ".join(impl.plugin_name for impl in impls), None)]
+        runs = [(None, None)]  # through pluggy: blamed on whichever failed
     tools: list[_PluginTool] = []
     for plugin, impl in runs:
         found: list[_PluginTool] = []
         args = {"server": PluginServer(server, found), "app": tool_app}
+        guard = plugins.calling(plugin, hook) if plugin else plugins.calling_through(impls, hook)
         try:
-            with plugins.calling(plugin, hook):
+            with guard:
                 if impl is None:
                     caller(**args)
                 else:
                     impl.function(*[args[name] for name in impl.argnames])
         except GrooveError as err:  # a PluginError names the plugin and the hook
             why = err if isinstance(err, PluginError) else f"failed in {hook}: {err}"
-            _log().warning("plugin tools left out", kb=kb.name, plugin=plugin, error=str(why))
+            who = plugin or blame(impls, err)
+            _log().warning("plugin tools left out", kb=kb.name, plugin=who, error=str(why))
             continue
         tools.extend(found)
     return tools
