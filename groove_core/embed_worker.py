@@ -139,13 +139,36 @@ def _stopped(pid: int) -> bool:
     return done.stdout.strip().startswith(b"T")
 
 
-def _copy_to_stderr(proc: subprocess.Popen[bytes]) -> None:
+#: Seconds the copier of the child's output goes on once told to stop (a process the
+#: child started may hold the pipe open, and write, for ever).
+COPY_AFTER_STOP = 1.0
+
+
+def _copy_to_stderr(proc: subprocess.Popen[bytes], stop: threading.Event | None = None) -> None:
     """Copy what the child writes to this process's standard error (its descriptor: a
-    command's captured ``sys.stderr`` is not where the child's lines belong)."""
+    command's captured ``sys.stderr`` is not where the child's lines belong), until the
+    pipe's end, or, once ``stop`` is set, until nothing more is there to read (at most
+    :data:`COPY_AFTER_STOP` seconds): a process the child started (and left running) keeps
+    the pipe open, and the copier must not wait on it for ever. Closes the pipe."""
+    import selectors
+
     pipe = proc.stdout
     assert pipe is not None
-    with pipe:
-        while chunk := os.read(pipe.fileno(), 65536):
+    with pipe, selectors.DefaultSelector() as selector:
+        selector.register(pipe.fileno(), selectors.EVENT_READ)
+        until: float | None = None
+        while True:
+            if stop is not None and stop.is_set():
+                until = until or time.monotonic() + COPY_AFTER_STOP
+                if time.monotonic() > until:
+                    return
+            if not selector.select(0.1):
+                if until is not None:
+                    return  # told to stop, and nothing more to copy
+                continue
+            chunk = os.read(pipe.fileno(), 65536)
+            if not chunk:
+                return
             with contextlib.suppress(OSError):
                 while chunk:
                     chunk = chunk[os.write(2, chunk) :]
@@ -175,6 +198,8 @@ class EmbedderProcess:
         self._closed = False
         self._here = False  # embedding in this process: the child could not start
         self._copier: threading.Thread | None = None
+        #: Tells the copier to finish once the child is gone (:func:`_copy_to_stderr`).
+        self._copied = threading.Event()
         #: Why the run embedded in this process after all (None: it did not).
         self.warning: str | None = None
 
@@ -246,8 +271,12 @@ class EmbedderProcess:
             raise _NoChild(f"the embedding process could not start: {err}") from None
         finally:
             theirs.close()
+        self._copied = threading.Event()
         self._copier = threading.Thread(
-            target=_copy_to_stderr, args=(self._proc,), name="groove-embed-stderr", daemon=True
+            target=_copy_to_stderr,
+            args=(self._proc, self._copied),
+            name="groove-embed-stderr",
+            daemon=True,
         )
         self._copier.start()
         conn = Connection(mine.detach())
@@ -328,7 +357,11 @@ class EmbedderProcess:
             self._reap()
             self._proc = None
             if self._copier is not None:
-                self._copier.join(2.0)  # the child's last words, before the run's own
+                # The child's last words, before the run's own; the copier ends (and
+                # closes the pipe) even where a process the child left holds it open.
+                self._copied.set()
+                self._copier.join(2.0 + COPY_AFTER_STOP)
+                self._copier = None
         finally:
             self._lock.release()
 
