@@ -218,7 +218,9 @@ class Groove:
                 waiting=lambda: store.counts()["chunks"],
                 warnings=warnings,
             ) as embedder:
-                embedded = reembed_chunks(store, embedder, batch, progress)
+                embedded = reembed_chunks(
+                    store, embedder, batch, progress, name=self.config.embedder.name
+                )
         spent = time.perf_counter() - started
         loaders = self.plugins.loaders()
         report = Indexer(

@@ -328,8 +328,8 @@ def test_an_embedder_failing_in_a_reembed_is_one_line_and_the_old_index_stays(
     before = open_kb(kb).store.counts()
     (kb / "groove.toml").write_text('[embedder]\nname = "flaky"\n', encoding="utf-8")
     app = open_kb(kb, index=False, extra_plugins=[("flaky", FlakyEmbedder())])
-    with pytest.raises(EmbedderError, match=r"^the embedder \S+ failed embedding 2 texts .*"
-                       r"TypeError: expected str, got list"):  # fmt: skip
+    with pytest.raises(EmbedderError, match=r"^the embedder 'flaky' \(flaky:1\) failed "
+                       r"embedding 2 texts .*TypeError: expected str, got list"):  # fmt: skip
         app.index(reembed=True)
     (kb / "groove.toml").write_text(FAST_CONFIG, encoding="utf-8")
     assert open_kb(kb, index=False).store.counts() == before
@@ -417,3 +417,13 @@ def test_an_embedder_failing_on_a_query_is_one_line_naming_the_plugin(tmp_path: 
         "embed_query of embedder 'flaky': TypeError: unhashable type: 'list'"
     )
     assert isinstance(caught.value.__cause__, TypeError)
+
+
+def test_an_embedder_failing_in_a_reembed_is_named_by_its_embedder_name(tmp_path: Path) -> None:
+    """The re-embed did not pass the [embedder] name: its failure named the identity alone."""
+    kb = make_kb(tmp_path / "kb", NOTES)
+    open_kb(kb)
+    (kb / "groove.toml").write_text('[embedder]\nname = "flaky"\n', encoding="utf-8")
+    app = open_kb(kb, index=False, extra_plugins=[("flaky", FlakyEmbedder())])
+    with pytest.raises(EmbedderError, match=r"^the embedder 'flaky' \(flaky:1\) failed "):
+        app.index(reembed=True)
