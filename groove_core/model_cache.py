@@ -343,9 +343,11 @@ def _check_private(folder: Path) -> None:
         raise UnsafeCache(f"{folder} is writable by other users")
 
 
-def restore(folder: Path) -> Any:
-    """The object graph stored in ``folder``; CacheError if it is missing or fails a check,
-    UnsafeCache if someone else could have written it."""
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The manifest of the private cache folder ``folder``, its own checksum checked;
+    CacheError if it is missing or fails a check, UnsafeCache if someone else could have
+    written the folder. Shared by every derived cache (USE's here, e5's in
+    groove_core.e5_onnx.cache)."""
     _check_private(folder)
     try:
         raw = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
@@ -357,7 +359,21 @@ def restore(folder: Path) -> Any:
         body = raw["body"]
         if zlib.crc32(body.encode()) != raw["crc32"]:
             raise CacheError("the manifest fails its checksum")
-        manifest = json.loads(body)
+        manifest: dict[str, Any] = json.loads(body)
+    except CacheError:
+        raise
+    except (ValueError, KeyError, TypeError) as err:
+        raise CacheError(f"unreadable manifest ({type(err).__name__}: {err})") from None
+    if not isinstance(manifest, dict):
+        raise CacheError("unreadable manifest (not an object)")
+    return manifest
+
+
+def restore(folder: Path) -> Any:
+    """The object graph stored in ``folder``; CacheError if it is missing or fails a check,
+    UnsafeCache if someone else could have written it."""
+    manifest = read_manifest(folder)
+    try:
         if manifest["format"] != FORMAT:
             raise CacheError("another cache format")
         return _Reader(folder, manifest["files"]).decode(manifest["root"])

@@ -114,18 +114,8 @@ def load(precision: str, weights_path: Path, root: Path | None = None) -> Built:
 
 def read(folder: Path) -> bytes:
     """The model's bytes, once the folder is private and every check passes."""
-    model_cache._check_private(folder)
+    manifest = model_cache.read_manifest(folder)
     try:
-        raw = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise CacheError("no cache") from None
-    except (OSError, ValueError) as err:
-        raise CacheError(f"unreadable manifest ({type(err).__name__}: {err})") from None
-    try:
-        body = raw["body"]
-        if zlib.crc32(body.encode()) != raw["crc32"]:
-            raise CacheError("the manifest fails its checksum")
-        manifest = json.loads(body)
         if manifest["recipe"] != RECIPE:
             raise CacheError("another recipe")
         expected = manifest["files"][MODEL]
