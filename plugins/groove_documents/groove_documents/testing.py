@@ -6,7 +6,8 @@ from __future__ import annotations
 import html
 import io
 import zipfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import IO
 
 #: A document: its title and sections of (heading, paragraphs).
 Sections = Sequence[tuple[str, Sequence[str]]]
@@ -266,21 +267,32 @@ def flate_bomb_pdf(
 def xml_flood_docx(paragraphs: int, text: str = "xyz") -> bytes:
     """A real .docx whose body is ``paragraphs`` tiny paragraphs of ``text``: at 2.2
     million, 99 MB of XML in a file of about 300 KB (written a piece at a time)."""
-    base = docx_of_sections("Flood", [("Start", ["first paragraph"])])
-    source = zipfile.ZipFile(io.BytesIO(base))
-    head, rest = source.read("word/document.xml").decode("utf-8").split("<w:sectPr", 1)
     one = f"<w:p><w:r><w:t>{text}</w:t></w:r></w:p>".encode()
+
+    def flood(part: IO[bytes]) -> None:
+        for start in range(0, paragraphs, 10_000):
+            part.write(one * min(10_000, paragraphs - start))
+
+    return _docx_with_body("Flood", flood, zip64=True)
+
+
+def _docx_with_body(title: str, fill: Callable[[IO[bytes]], None], *, zip64: bool = False) -> bytes:
+    """A real .docx of one section whose ``word/document.xml`` gets what ``fill`` writes
+    before its section properties, written a piece at a time (``zip64`` for one whose XML
+    may pass 4 GiB's headers' limits)."""
+    base = docx_of_sections(title, [("Start", ["first paragraph"])])
+    source = zipfile.ZipFile(io.BytesIO(base))
+    head, rest = source.read("word/document.xml").split(b"<w:sectPr", 1)
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
         for item in source.infolist():
             if item.filename != "word/document.xml":
                 archive.writestr(item.filename, source.read(item.filename))
                 continue
-            with archive.open("word/document.xml", "w", force_zip64=True) as part:
-                part.write(head.encode())
-                for start in range(0, paragraphs, 10_000):
-                    part.write(one * min(10_000, paragraphs - start))
-                part.write(b"<w:sectPr" + rest.encode())
+            with archive.open("word/document.xml", "w", force_zip64=zip64) as part:
+                part.write(head)
+                fill(part)
+                part.write(b"<w:sectPr" + rest)
     return buf.getvalue()
 
 
@@ -290,23 +302,13 @@ def lying_docx(inflated: int, declared: int = 4096) -> bytes:
     zip's directory does not show (200 MB in a file of 200 KB)."""
     import struct
 
-    base = docx_of_sections("Lies", [("Start", ["first paragraph"])])
-    source = zipfile.ZipFile(io.BytesIO(base))
-    xml = source.read("word/document.xml")
-    head, rest = xml.split(b"<w:sectPr", 1)
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as archive:
-        for item in source.infolist():
-            if item.filename != "word/document.xml":
-                archive.writestr(item.filename, source.read(item.filename))
-                continue
-            with archive.open("word/document.xml", "w") as part:
-                part.write(head)
-                block = b"\0" * (1 << 20)
-                for _ in range(inflated >> 20):
-                    part.write(block)
-                part.write(b"<w:sectPr" + rest)
-    data = bytearray(buf.getvalue())
+    block = b"\0" * (1 << 20)
+
+    def zeros(part: IO[bytes]) -> None:
+        for _ in range(inflated >> 20):
+            part.write(block)
+
+    data = bytearray(_docx_with_body("Lies", zeros))
     name = b"word/document.xml"
     # The uncompressed size: 22 bytes into a local header, 24 into a central directory's.
     for signature, name_at, size_at in ((b"PK\x03\x04", 30, 22), (b"PK\x01\x02", 46, 24)):
