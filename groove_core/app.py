@@ -98,7 +98,12 @@ class Groove:
                 "plugins)"
             )
         ctx = BackendContext(
-            self.kb, self.config, self.plugins.settings, self.own_name, self.index_file
+            self.kb,
+            self.config,
+            self.plugins.settings,
+            self.own_name,
+            self.index_file,
+            {name: self.plugins.leg_indexes(name)},
         )
         return specs[name].factory(ctx)
 

@@ -12,7 +12,7 @@ and checking consistency. See docs/storage-backends.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
     from groove_core.indexer import IndexReport
+    from groove_core.leg_index import BoundIndex
     from groove_core.storage import IndexStore, StoreError
 
 S = TypeVar("S")
@@ -42,6 +43,10 @@ class BackendContext:
     kb_name: str
     #: How messages name the index (the SQLite file, KB-relative where it lies inside).
     index_file: Path
+    #: The enabled legs' indexes a backend keeps, by backend name (``groove_core.leg_index``:
+    #: each resolved for that backend); a backend missing here keeps the built-in
+    #: lexical legs' alone, as a store opened directly does.
+    leg_indexes: Mapping[str, tuple[BoundIndex, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

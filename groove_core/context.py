@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 
     from groove_core.config import GrooveConfig, Settings
     from groove_core.embedding import Embedder
+    from groove_core.leg_index import LegIndexSpec
     from groove_core.models import LegKind, LegResult, ScoreScale, SearchFilters
     from groove_core.query import ParsedQuery
     from groove_core.storage import SearchStore
@@ -78,6 +79,29 @@ class StageSwitch:
     plugin: str = ""  # set by the core: the plugin that declared it
 
 
+#: The exclusion scan a lexical leg may offer (``LegSpec.excludes``): every chunk id that
+#: holds any of the phrases, matched as the leg matches them.
+ExclusionScan = Callable[["SearchStore", Sequence[str]], frozenset[int]]
+
+
+@dataclass(frozen=True)
+class Lexicon:
+    """How a lexical leg counts the words of a text and of its index (``LegSpec.lexicon``).
+
+    The core's rules that weigh a query by its words read the lexicon of the leg that
+    reports terms: the coverage rule's IDF (``groove_core.weighting``) and the query
+    compiler's phrase rarity (a query with more phrases than the cap keeps the rarest).
+    """
+
+    #: A text's terms as the leg indexes them (the text NFKC-normalised by the caller).
+    tokens: Callable[[str], list[str]]
+    #: (chunks containing each single term, chunks in all) from the leg's index; terms with
+    #: a space (phrases) are left out of the dict. Called per query: cache in the index.
+    rows: Callable[[SearchStore, Sequence[str]], tuple[dict[str, int], int]]
+    #: A term's inverse document frequency from its chunk count and the total.
+    idf: Callable[[int, int], float]
+
+
 @dataclass(frozen=True)
 class LegSpec:
     """A candidate leg (returned by ``groove_legs``): its name, what it is, and its search.
@@ -103,6 +127,14 @@ class LegSpec:
     #: What ``raw_score`` is, for the score-based fusion (:data:`~groove_core.models.ScoreScale`);
     #: None: ``distance`` for a vector leg (its kind's contract), ``rank`` for any other.
     score: ScoreScale | None = None
+    #: The leg's own index (groove_core.leg_index): written with every document, reached
+    #: at query time as ``ctx.store.leg_index(index.name)``.
+    index: LegIndexSpec | None = None
+    #: The exclusion scan: the query's ``-phrase`` exclusions drop, from every leg, the
+    #: chunks the first leg declaring this finds (ADR-0011).
+    excludes: ExclusionScan | None = None
+    #: How the leg counts words (:class:`Lexicon`); read with ``reports_terms``.
+    lexicon: Lexicon | None = None
     plugin: str = ""  # set by the core: the plugin that declared it
 
     def __post_init__(self) -> None:
@@ -144,6 +176,12 @@ class QueryContext:
     notes: list[str] = field(default_factory=list, compare=False)
     # Lazily computed, shared by the legs and stages (the vector leg, a diversifier).
     _query_vector: Callable[[], np.ndarray] | None = None
+    #: Each leg's :class:`Lexicon`, by leg name (the legs that declare one).
+    lexicons: Mapping[str, Lexicon] = field(default_factory=dict)
+    #: The exclusion scan of the first leg that declares one (``LegSpec.excludes``).
+    exclusion: ExclusionScan | None = None
+    # Values computed once per query and shared by the stages that ask (:meth:`shared`).
+    _shared: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def note(self, message: str) -> None:
         """Tell the user something about this query's results (shown with the results)."""
@@ -172,22 +210,26 @@ class QueryContext:
         assert self._query_vector is not None
         return self._query_vector()
 
-    @functools.cached_property
-    def _word_terms(self) -> tuple[list[str], bool]:
-        from groove_core import words
-
-        return words.query_terms(self.query.positive_parts)
-
-    def word_terms(self) -> tuple[list[str], bool]:
-        """(the word leg's terms of the query, whether they were cut at its limit), as
-        ``groove_core.words.query_terms`` gives them: computed once per query for every
-        stage that reads them (the lexical legs, query expansion). Not to be modified."""
-        return self._word_terms
+    def shared(self, key: str, compute: Callable[[], Any]) -> Any:
+        """``compute()``, run once per query for every stage asking with the same ``key``
+        (a leg's terms, read by the legs and stages that agree with it). Prefix the key
+        with the plugin's name; the value is shared, not to be modified."""
+        if key not in self._shared:
+            self._shared[key] = compute()
+        return self._shared[key]
 
     @functools.cached_property
     def _excluded(self) -> frozenset[int]:
         negatives = self.query.negatives
-        return self.store.fts_ids(negatives) if negatives else frozenset()
+        if not negatives:
+            return frozenset()
+        if self.exclusion is None:
+            self.note(
+                "the query's exclusions were not applied: no enabled lexical leg can find "
+                "the chunks holding a phrase"
+            )
+            return frozenset()
+        return self.exclusion(self.store, negatives)
 
     @functools.cached_property
     def _allowed(self) -> frozenset[int] | None:
@@ -198,7 +240,8 @@ class QueryContext:
         return self._allowed
 
     def excluded_ids(self) -> frozenset[int]:
-        """Chunk ids the query's exclusions match in FTS5 (empty without exclusions).
+        """Chunk ids the query's exclusions match, by the exclusion scan of the first leg
+        that declares one (empty without exclusions).
 
         Run at most once per query, and only when there are negatives (ADR-0011).
         """

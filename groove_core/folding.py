@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import unicodedata
 
-__all__ = ["fold_char"]
+__all__ = ["JAPANESE_CHAR", "fold_char"]
+
+#: One kana or kanji character (with 々, 〆, 〇 and the prolonged sound mark): what counts
+#: as Japanese text for the script rules (groove_core.weighting), the trigram leg and the
+#: word leg's segmentation (groove_core.words).
+JAPANESE_CHAR = r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
 
 
 def fold_char(ch: str) -> str:

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from groove_core.config import ConfigSection
     from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
     from groove_core.embedding import EmbedderSpec
+    from groove_core.leg_index import LegIndexImpl
     from groove_core.loaders import LoaderSpec
     from groove_core.models import SearchHit
     from groove_core.tool_app import ToolApp
@@ -116,7 +117,16 @@ def groove_legs() -> list[LegSpec]:
     of its kind (lexical, vector, other). Respect ``ctx.filters`` inside the leg (so that
     ``limit`` results still come back) and ``ctx.excluded_ids()`` for exclusions; the
     search returns ``None`` when the leg does not apply. The spec list is collected once
-    per plugin set.
+    per plugin set. A leg that keeps postings of its own declares ``LegSpec.index``
+    (``groove_core.leg_index``, docs/plugins.md "A leg with its own index").
+    """
+
+
+@hookspec
+def groove_leg_indexes() -> list[LegIndexImpl]:
+    """Implementations of other plugins' leg indexes for a storage backend this plugin
+    knows: a backend plugin gives the built-in legs an index in its engine (as
+    groove-postgres does). A leg's own ``LegIndexSpec.backends`` entry wins over these.
     """
 
 

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import numpy as np
 
-from groove_core import words
 from groove_core.config import MAX_LIMIT, ConfigError
 from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
@@ -89,16 +88,22 @@ class Searcher:
             log=get_logger("groove.search"),
             settings=self.plugins.settings,
             _query_vector=_Memo(self.embedder, parsed.embed_text or parsed.text),
+            lexicons=self.plugins.lexicons(),
+            exclusion=self.plugins.exclusion_scan(),
         )
         ctx = replace(ctx, active_stages=self.plugins.active_stages(ctx))
         pool = self.plugins.pool_size(ctx)
         return replace(ctx, pool_size=pool, leg_size=max(pool, config.search.fusion.candidates))
 
     def _rarity(self, phrases: Sequence[str]) -> list[int | None]:
-        """Chunks holding each phrase's rarest word (the word leg's vocabulary); asked only
-        for a query with more phrases than the cap."""
-        split = [words.tokens(p) for p in phrases]
-        counts, _ = self.store.word_rows([t for found in split for t in found])
+        """Chunks holding each phrase's rarest word, by the lexicon of the first leg that
+        reports terms (``LegSpec.lexicon``: the word leg's vocabulary); asked only for a
+        query with more phrases than the cap. None for every phrase without such a leg."""
+        lexicon = self.plugins.terms_lexicon()
+        if lexicon is None:
+            return [None] * len(phrases)
+        split = [lexicon.tokens(p) for p in phrases]
+        counts, _ = lexicon.rows(self.store, [t for found in split for t in found])
         return [min((counts[t] for t in found if counts.get(t)), default=None) for found in split]
 
     def candidates(self, ctx: QueryContext) -> list[LegResult]:

@@ -36,12 +36,33 @@ if TYPE_CHECKING:
     import numpy as np
 
     from groove_core.backend import BackendSpec
-    from groove_core.context import LegSpec, QueryContext, SearchOption, StageSwitch
+    from groove_core.context import (
+        ExclusionScan,
+        LegSpec,
+        Lexicon,
+        QueryContext,
+        SearchOption,
+        StageSwitch,
+    )
     from groove_core.embedding import Embedder
+    from groove_core.leg_index import BoundIndex
     from groove_core.loaders import Loaders, LoaderSpec
     from groove_core.models import LegResult, SearchHit
 
 ENTRY_POINT_GROUP = "groove"
+
+
+class _GuardedIndex:
+    """A plugin's leg index whose methods fail as one line naming the plugin."""
+
+    def __init__(self, index: Any, plugins: Plugins, plugin: str, what: str) -> None:
+        self._index, self._plugins, self._plugin, self._what = index, plugins, plugin, what
+
+    def __getattr__(self, name: str) -> Any:
+        value = getattr(self._index, name)
+        if not callable(value):
+            return value
+        return self._plugins._guarded(value, self._plugin, f"{self._what}: {name}")
 
 
 class PluginError(ConfigError):
@@ -302,6 +323,58 @@ class Plugins:
                     found.append(replace(spec, plugin=plugin))
             self._legs = found
         return list(self._legs)
+
+    def lexicons(self) -> dict[str, Lexicon]:
+        """Each leg's :class:`~groove_core.context.Lexicon`, by leg name."""
+        return {s.name: s.lexicon for s in self.leg_specs() if s.lexicon is not None}
+
+    def terms_lexicon(self) -> Lexicon | None:
+        """The lexicon of the first leg that reports terms and declares one."""
+        return next(
+            (s.lexicon for s in self.leg_specs() if s.reports_terms and s.lexicon is not None),
+            None,
+        )
+
+    def exclusion_scan(self) -> ExclusionScan | None:
+        """The exclusion scan of the first leg that declares one (``LegSpec.excludes``)."""
+        for spec in self.leg_specs():
+            if spec.excludes is not None:
+                if self._builtin(spec.plugin):
+                    return spec.excludes
+                hook = f"groove_legs: the exclusion scan of leg {spec.name!r}"
+                return cast("ExclusionScan", self._guarded(spec.excludes, spec.plugin, hook))
+        return None
+
+    def leg_indexes(self, backend: str) -> tuple[BoundIndex, ...]:
+        """The enabled legs' indexes ``backend`` can keep (``groove_core.leg_index``), each
+        factory guarded (:meth:`calling`): a failing one is one line naming its plugin."""
+        from groove_core.leg_index import LegIndexImpl, resolve
+
+        specs = []
+        for leg in self.leg_specs():
+            if leg.index is not None:
+                specs.append(replace(leg.index, plugin=leg.plugin))
+        impls = []
+        for plugin, found in self._contributions("groove_leg_indexes"):
+            for impl in cast("list[LegIndexImpl]", found):
+                impls.append(replace(impl, plugin=plugin))
+        return tuple(
+            bound
+            if self._builtin(bound.plugin)
+            else replace(bound, factory=self._guarded_index(bound, backend))
+            for bound in resolve(specs, impls, backend)
+        )
+
+    def _guarded_index(self, bound: BoundIndex, backend: str) -> Callable[[Any], Any]:
+        """``bound``'s factory, and every method of the index it makes, with unexpected
+        failures as :class:`PluginError` (a plugin's index is called while indexing too)."""
+        what = f"the index {bound.name!r} on the {backend!r} backend"
+        factory = self._guarded(bound.factory, bound.plugin, what)
+
+        def make(site: Any) -> Any:
+            return _GuardedIndex(factory(site), self, bound.plugin, what)
+
+        return make
 
     def loader_specs(self) -> list[LoaderSpec]:
         """Every file loader, in plugin registration order (the built-in Markdown one

@@ -33,10 +33,10 @@ it at no cost.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from groove_core.errors import GrooveError
 
@@ -138,54 +138,12 @@ class SearchStore(Protocol):
         inside a snapshot it adds nothing. Cost: constant."""
         ...
 
-    def fts_search(
-        self,
-        phrases: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-        *,
-        excluded: Sequence[str] = (),
-    ) -> list[tuple[int, float]]:
-        """The lexical (trigram) leg: up to ``limit`` (chunk id, bm25) of the chunks that
-        hold any of ``phrases`` and none of ``excluded`` (the query's compiled phrases,
-        ``ParsedQuery.positives`` and ``negatives``), best first. A phrase is matched
-        whole, NFKC-normalised and folded as :func:`groove_core.folding.fold_char` folds
-        it, anywhere in the heading, context or content. bm25 is FTS5's (negative,
-        smaller is better) over the phrases; ``weights`` are the heading, context and
-        content column weights. Cost: grows with the rows the phrases match (every match
-        is scored before the limit)."""
-        ...
-
-    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
-        """Every chunk id holding any of ``phrases``, matched as :meth:`fts_search` matches
-        them, unranked (the exclusion scan, ``ParsedQuery.negatives``). Cost: grows with
-        the matches, no scoring."""
-        ...
-
-    def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
-        """(rows containing each trigram, rows in all) from the lexical index's vocabulary,
-        for the common-phrase rule. Cost: one vocabulary lookup per trigram not seen since
-        the index last changed (cached until then)."""
-        ...
-
-    def word_search(
-        self,
-        terms: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
-        """The word leg: up to ``limit`` (chunk id, bm25) of the chunks holding any of
-        ``terms`` among their word tokens (``groove_core.words``), best first, scored as
-        :meth:`fts_search`. A term is one token, or several separated by a space (a
-        phrase: the tokens side by side, in order), as ``words.query_terms`` writes them.
-        Cost: grows with the rows the terms match."""
-        ...
-
-    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """(chunks containing each single-token term, chunks in all); terms with a space
-        (phrases) are left out of the dict. Cost: as :meth:`trigram_rows`, cached."""
+    def leg_index(self, name: str) -> Any | None:
+        """The index the leg ``name`` declared (``groove_core.leg_index``), bound to this
+        connection, for the leg's own queries; None when this store keeps none of that
+        name (the leg is not enabled, or the backend has no implementation of it) or it is
+        not filled yet (a read-only index until a writable open or an index run fills
+        it). Cost: constant (one version check)."""
         ...
 
     def has_vectors(self) -> bool:
@@ -327,9 +285,9 @@ class IndexStore(SearchStore, Protocol):
         ...
 
     def write_documents(self, docs: Sequence[NewDocument], vectors: np.ndarray | None) -> None:
-        """Replace these documents and all their rows (chunks, lexical rows, vectors,
-        links) in one transaction; ``vectors`` has one row per chunk, in order, or is None:
-        then the chunks wait for their vectors (:meth:`pending_chunks`)."""
+        """Replace these documents and all their rows (chunks, the enabled legs' index
+        rows, vectors, links) in one transaction; ``vectors`` has one row per chunk, in
+        order, or is None: then the chunks wait for their vectors (:meth:`pending_chunks`)."""
         ...
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
@@ -342,6 +300,12 @@ class IndexStore(SearchStore, Protocol):
 
     def begin_run(self) -> None:
         """Mark the index incomplete while a run fills it from empty."""
+        ...
+
+    def sync_leg_indexes(self, progress: Callable[[str, int, int], None] | None = None) -> None:
+        """Fill every enabled leg index not filled under its current version (a leg
+        enabled on an existing KB, new rules) from the chunks, once, reporting (index,
+        chunks done, chunks in all) as it goes."""
         ...
 
     def end_run(self) -> None:

@@ -41,11 +41,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from groove_core import words
+from groove_core.folding import JAPANESE_CHAR
 
 if TYPE_CHECKING:
     from groove_core.config import FusionConfig
-    from groove_core.context import QueryContext
+    from groove_core.context import Lexicon, QueryContext
     from groove_core.models import LegKind, LegResult
     from groove_core.storage import SearchStore
 
@@ -65,7 +65,7 @@ VECTOR_AGREES = 10
 #: identifier in a runbook, not a common English word used in many Japanese pages).
 EXACT_MAX_HITS = 3
 
-_CJK = re.compile(words.JAPANESE_CHAR)
+_CJK = re.compile(JAPANESE_CHAR)
 _LETTER = re.compile(r"[^\W\d_]")
 
 
@@ -133,18 +133,18 @@ class Features:
         )
 
 
-def _coverage(store: SearchStore, leg: LegResult) -> float | None:
+def _coverage(store: SearchStore, leg: LegResult, lexicon: Lexicon | None) -> float | None:
     terms = [t for t in leg.meta.get("terms", ()) if " " not in t]
-    if not leg.hits or not terms:
+    if not leg.hits or not terms or lexicon is None:
         return None
     from groove_core.query import normalize
 
-    # Cached per data_version by the store: at 100k chunks counting the common terms' rows
-    # on every query cost as much as the word leg itself.
-    found, chunks = store.word_rows(terms)
+    # Cached per data_version by the leg's index: at 100k chunks counting the common terms'
+    # rows on every query cost as much as the word leg itself.
+    found, chunks = lexicon.rows(store, terms)
     if not chunks:
         return None
-    idf = {t: words.idf(df, chunks) for t, df in found.items()}
+    idf = {t: lexicon.idf(df, chunks) for t, df in found.items()}
     mass = sum(idf.values())
     if mass <= 0:
         return None
@@ -152,7 +152,7 @@ def _coverage(store: SearchStore, leg: LegResult) -> float | None:
     if row is None:
         return None
     text = " ".join(normalize(t) for t in (row.heading, row.context, row.content))
-    present = set(words.tokens(text))
+    present = set(lexicon.tokens(text))
     return sum(v for t, v in idf.items() if t in present) / mass
 
 
@@ -178,7 +178,7 @@ def features(ctx: QueryContext, legs: Sequence[LegResult]) -> Features:
     return Features(
         query_script(ctx.query.embed_text),
         match_script(ctx.store, legs),
-        _coverage(ctx.store, terms),
+        _coverage(ctx.store, terms, ctx.lexicons.get(terms.name)),
         terms.name,
         bool(terms.hits) and terms.hits[0].chunk_id in near,
         len(terms.hits),

@@ -36,6 +36,8 @@ from typing import Any
 
 import Stemmer
 
+from groove_core.folding import JAPANESE_CHAR
+
 __all__ = [
     "JAPANESE_CHAR",
     "MAX_TERMS",
@@ -58,9 +60,6 @@ _KANJI = "\u3005-\u3007\u303b\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\
 # U+30FB (the middle dot ・) is punctuation, not part of a katakana word.
 _KATAKANA = "\u30a1-\u30fa\u30fc-\u30ff\u31f0-\u31ff\uff66-\uff9f"
 _HIRAGANA = "\u3041-\u309f"
-#: One kana or kanji character (with 々, 〆, 〇 and the prolonged sound mark): what counts
-#: as Japanese text for the script rules (groove_core.weighting) and the trigram leg.
-JAPANESE_CHAR = r"[\u3041-\u309f\u30a1-\u30fa\u30fc-\u30ff\u3005-\u3007\u3400-\u4dbf\u4e00-\u9fff]"
 
 _RUNS = re.compile(
     rf"([{_KANJI}]+)|([{_KATAKANA}]+)|[{_HIRAGANA}]+|([^\W_{_KANJI}{_KATAKANA}{_HIRAGANA}]+)"

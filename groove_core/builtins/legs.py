@@ -1,5 +1,14 @@
-"""The built-in candidate legs: lexical (FTS5 trigram, bm25), word (FTS5 over script-boundary
-tokens, bm25; see groove_core.words) and vector (sqlite-vec)."""
+"""The built-in candidate legs: lexical (trigram, bm25), word (script-boundary tokens, bm25;
+see groove_core.words) and vector.
+
+The two lexical legs own their indexes (``groove_core.leg_index``): the SQLite wing keeps
+them as FTS5 tables (``groove_core.sqlite.lexical_legs``), groove-postgres as columns of
+its chunk rows. A leg reaches its index as ``ctx.store.leg_index(name)`` and calls the
+same methods on either: ``search``, ``rows``, ``expression`` and the trigram leg's
+``ids``. What the core's rules need from them is declared on their specs: the trigram
+leg's exclusion scan (``excludes``) and the word leg's :class:`Lexicon` (the coverage
+rule's IDF, the query compiler's phrase rarity).
+"""
 
 from __future__ import annotations
 
@@ -8,14 +17,90 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from groove_core import words
-from groove_core.context import LegSpec, QueryContext
+from groove_core.context import LegSpec, Lexicon, QueryContext
 from groove_core.folding import fold_char
 from groove_core.hookspecs import hookimpl
+from groove_core.leg_index import LegIndexSpec
 from groove_core.models import LegHit, LegResult
-from groove_core.query import match_expression
 
 if TYPE_CHECKING:
     from groove_core.storage import SearchStore
+
+
+def _sqlite_trigram(conn: Any) -> Any:
+    from groove_core.sqlite.lexical_legs import TrigramIndex
+
+    return TrigramIndex(conn)
+
+
+def _sqlite_word(conn: Any) -> Any:
+    from groove_core.sqlite.lexical_legs import WordIndex
+
+    return WordIndex(conn)
+
+
+def _index_specs() -> tuple[LegIndexSpec, LegIndexSpec]:
+    from groove_core.sqlite.lexical_legs import fts_version, word_version
+
+    return (
+        LegIndexSpec("fts", fts_version(), {"sqlite": _sqlite_trigram}),
+        LegIndexSpec("word", word_version(), {"sqlite": _sqlite_word}),
+    )
+
+
+class IndexMissing(Exception):
+    """A lexical leg's index is not there (see :func:`index_of`)."""
+
+
+def index_of(store: SearchStore, name: str) -> Any:
+    """The built-in lexical leg ``name``'s index in ``store``; raises :class:`IndexMissing`
+    when the store keeps none (the backend has no implementation, or a read-only index
+    was not filled since the leg was enabled)."""
+    index = store.leg_index(name)
+    if index is None:
+        raise IndexMissing(name)
+    return index
+
+
+def _missing(ctx: QueryContext, name: str) -> LegResult:
+    ctx.note(
+        f"the {name} leg found nothing: its index is not filled in this knowledge base yet "
+        "(run 'groove index')"
+    )
+    return LegResult(name, (), {"skipped": True, "index_missing": True})
+
+
+def word_terms(ctx: QueryContext) -> tuple[list[str], bool]:
+    """(the word leg's terms of the query, whether they were cut at its limit), as
+    ``groove_core.words.query_terms`` gives them: computed once per query for every stage
+    that reads them (the lexical legs, query expansion). Not to be modified."""
+    terms: tuple[list[str], bool] = ctx.shared(
+        "word.terms", lambda: words.query_terms(ctx.query.positive_parts)
+    )
+    return terms
+
+
+def trigram_ids(store: SearchStore, phrases: Sequence[str]) -> frozenset[int]:
+    """The trigram leg's exclusion scan: every chunk holding any of ``phrases``."""
+    try:
+        ids: frozenset[int] = index_of(store, "fts").ids(phrases)
+    except IndexMissing:
+        return frozenset()
+    return ids
+
+
+def word_rows(store: SearchStore, terms: Sequence[str]) -> tuple[dict[str, int], int]:
+    """The word leg's lexicon: chunks holding each single-token term, and chunks in all."""
+    try:
+        index = index_of(store, "word")
+    except IndexMissing:
+        return {t: 0 for t in terms if " " not in t}, 0
+    found: tuple[dict[str, int], int] = index.rows(terms)
+    return found
+
+
+#: The word leg's lexicon (``LegSpec.lexicon``).
+WORD_LEXICON = Lexicon(tokens=words.tokens, rows=word_rows, idf=words.idf)
 
 
 #: A phrase in fewer rows than this is never left out, whatever its share: matching it
@@ -51,7 +136,9 @@ def left_to_word_leg(ctx: QueryContext) -> tuple[list[str], list[str]]:
     """
     if "word" in ctx.config.plugins.disabled or ctx.config.search.fusion.weights.get("word") == 0:
         return [], []
-    terms, truncated = ctx.word_terms()
+    if ctx.store.leg_index("word") is None:
+        return [], []
+    terms, truncated = word_terms(ctx)
     if not terms or truncated:
         return [], []
     quoted = {text for text, is_quoted in ctx.query.positive_parts if is_quoted}
@@ -79,7 +166,7 @@ def common_phrases(store: SearchStore, phrases: Sequence[str], share: float) -> 
     which is what common words are made of.
     """
     grams = {p: _trigrams(p) for p in phrases}
-    counts, total = store.trigram_rows({g for gs in grams.values() for g in gs})
+    counts, total = index_of(store, "fts").rows({g for gs in grams.values() for g in gs})
     bound = {p: min((counts[g] for g in gs), default=0) for p, gs in grams.items()}
     return _common(phrases, bound, share, total)
 
@@ -88,7 +175,7 @@ def common_terms(store: SearchStore, terms: Sequence[str], share: float) -> list
     """The word-leg terms in more than ``share`` of the chunks, as :func:`common_phrases`
     (exact counts for a token; a quoted phrase of tokens is bounded by its rarest one)."""
     tokens = {t: t.split(" ") for t in terms}
-    counts, total = store.word_rows([w for ws in tokens.values() for w in ws])
+    counts, total = index_of(store, "word").rows([w for ws in tokens.values() for w in ws])
     bound = {t: min(counts[w] for w in ws) for t, ws in tokens.items()}
     return _common(terms, bound, share, total)
 
@@ -107,11 +194,17 @@ class FTSLeg:
 
     @hookimpl
     def groove_legs(self) -> list[LegSpec]:
-        return [LegSpec("fts", "lexical", self.search, score="bm25")]
+        index = _index_specs()[0]
+        return [
+            LegSpec("fts", "lexical", self.search, score="bm25", index=index, excludes=trigram_ids)
+        ]
 
     def search(self, ctx: QueryContext) -> LegResult:
         if ctx.query.fts_skipped or ctx.query.match_expr is None:
             return LegResult("fts", (), {"skipped": True})
+        index = ctx.store.leg_index("fts")
+        if index is None:
+            return _missing(ctx, "fts")
         meta: dict[str, Any] = {}
         japanese, stop = left_to_word_leg(ctx)
         if stop:
@@ -122,7 +215,7 @@ class FTSLeg:
         if not phrases:
             return LegResult("fts", (), {"skipped": True, **meta})
         if meta:
-            meta["expr"] = match_expression(phrases, ctx.query.negatives)
+            meta["expr"] = index.expression(phrases, ctx.query.negatives)
         # bm25 scores every row an expression matches before its LIMIT
         # (docs/retrieval-pipeline.md, "Cost notes"), so a
         # phrase such as "している" or "the", in a third of a corpus, costs most of the
@@ -134,12 +227,12 @@ class FTSLeg:
             phrases = [p for p in phrases if p not in common]
             meta = {
                 **meta,
-                "expr": match_expression(phrases, ctx.query.negatives),
+                "expr": index.expression(phrases, ctx.query.negatives),
                 "common_dropped": common,
             }
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
-        rows = ctx.store.fts_search(
+        rows = index.search(
             phrases, weights, ctx.leg_size, ctx.allowed_ids(), excluded=ctx.query.negatives
         )
         return LegResult("fts", tuple(LegHit(cid, score) for cid, score in rows), meta)
@@ -184,14 +277,26 @@ class WordLeg:
         # Weight 2: the main lexical ranking (bm25 over kanji/katakana pairs and stemmed
         # English words); the trigram leg mostly echoes it (docs/eval.md, issue #27).
         return [
-            LegSpec("word", "lexical", self.search, reports_terms=True, weight=2.0, score="bm25")
+            LegSpec(
+                "word",
+                "lexical",
+                self.search,
+                reports_terms=True,
+                weight=2.0,
+                score="bm25",
+                index=_index_specs()[1],
+                lexicon=WORD_LEXICON,
+            )
         ]
 
     def search(self, ctx: QueryContext) -> LegResult:
-        terms, truncated = ctx.word_terms()
+        terms, truncated = word_terms(ctx)
         if not terms:
             # e.g. a query of hiragana only: nothing this leg can look up.
             return LegResult("word", (), {"skipped": True})
+        index = ctx.store.leg_index("word")
+        if index is None:
+            return _missing(ctx, "word")
         # As in the trigram leg: a term in a large share of the chunks costs the most and
         # ranks the least. ``terms`` stays whole in the meta (the coverage rule's IDF mass).
         share = ctx.config.search.lexical_common_share
@@ -202,9 +307,9 @@ class WordLeg:
         allowed, excluded, k = _scope(ctx)
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
-        rows = ctx.store.word_search(kept, weights, k, allowed)
+        rows = index.search(kept, weights, k, allowed)
         hits = [LegHit(cid, score) for cid, score in rows if cid not in excluded]
-        meta: dict[str, Any] = {"expr": match_expression(kept, ()), "terms": terms}
+        meta: dict[str, Any] = {"expr": index.expression(kept), "terms": terms}
         if common:
             meta["common_dropped"] = common
         return LegResult("word", tuple(hits[: ctx.leg_size]), meta)

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from groove_core.indexer import IndexReport
+    from groove_core.leg_index import BoundIndex
     from groove_core.sqlite.store import Consistency, Store
     from groove_core.storage import IndexStore, StoreError
 
@@ -36,10 +37,17 @@ class SqliteBackend:
     readers = 2
 
     def __init__(
-        self, path: Path, label: str, public_label: str | None = None, kb_name: str = ""
+        self,
+        path: Path,
+        label: str,
+        public_label: str | None = None,
+        kb_name: str = "",
+        leg_indexes: tuple[BoundIndex, ...] | None = None,
     ) -> None:
         self.path, self.label, self.kb_name = path, label, kb_name
         self.public_label = public_label or f"the index file {path.name}"
+        #: The enabled legs' indexes (None: the built-in lexical legs', as a bare store).
+        self.leg_indexes = leg_indexes
 
     @property
     def schema_version(self) -> int:
@@ -69,7 +77,7 @@ class SqliteBackend:
                 f"no index at {self.label} for the knowledge base {self.kb_name!r}: run "
                 "'groove index' on it first"
             )
-        return Store.open(self.path, self.label)
+        return Store.open(self.path, self.label, self.leg_indexes)
 
     def current(self, store: IndexStore) -> bool:
         from groove_core.sqlite.store import Store
@@ -104,7 +112,7 @@ class SqliteBackend:
         leaves behind, and makes the file whole on its own when done."""
         from groove_core.sqlite.store import Store, sqlite_errors
 
-        store = Store.create(target, self.label)
+        store = Store.create(target, self.label, self.leg_indexes)
         try:
             report = work(store)
             if outcome is not None:
@@ -154,9 +162,10 @@ class SqliteBackend:
     # -- checking ----------------------------------------------------------------------
 
     def diagnose(self, *, repair: bool) -> Diagnosis:
-        """SQLite's integrity check, the one-to-one agreements between documents, chunks,
-        FTS rows and vectors, and an unfinished index run; ``repair`` re-indexes the
-        documents whose rows disagree (a damaged file needs a rebuild instead)."""
+        """SQLite's integrity check, each leg index's own, the one-to-one agreements between
+        documents, chunks, leg index rows and vectors, and an unfinished index run;
+        ``repair`` fills a disagreeing leg index again and re-indexes the documents whose
+        vectors disagree (a damaged file needs a rebuild instead)."""
         from groove_core.sqlite.store import (
             Store,
             check_consistency,
@@ -168,7 +177,8 @@ class SqliteBackend:
 
         result = Diagnosis()
         store = result.open_index(
-            lambda: Store.open(self.path, self.label), missing=lambda _: not self.path.exists()
+            lambda: Store.open(self.path, self.label, self.leg_indexes),
+            missing=lambda _: not self.path.exists(),
         )
         if store is None:
             return result
@@ -180,6 +190,11 @@ class SqliteBackend:
             result.rebuild = bool(found.integrity)
             incomplete = None if result.rebuild else store.incomplete()
             result.problems.extend([incomplete] if incomplete else [])
+            for name in found.stale_legs:
+                result.notes.append(
+                    f"the {name} leg's index is not filled yet (a leg enabled since the last "
+                    "write, or new rules): the leg finds nothing until 'groove index' fills it"
+                )
             if found.pending and not result.rebuild:
                 result.notes.append(semantic_note(found.pending, store.counts()["chunks"]))
             if repair and not found.integrity and not found.ok and not found.environment:
@@ -194,14 +209,16 @@ class SqliteBackend:
 
 def _describe(found: Consistency) -> list[str]:
     problems = [f"SQLite integrity: {msg}" for msg in found.integrity]
+    legs: list[tuple[str, frozenset[int]]] = []
+    for name, ids in found.leg_orphans.items():
+        legs.append((f"rows of the {name} leg's index without a chunk", ids))
+    for name, ids in found.chunks_without_leg.items():
+        legs.append((f"chunks without a row in the {name} leg's index", ids))
     for label, ids in [
-        ("FTS rows without a chunk", found.fts_orphans),
+        *legs,
         ("vectors without a chunk", found.vec_orphans),
-        ("chunks without an FTS row", found.chunks_without_fts),
         ("chunks without a vector", found.chunks_without_vec),
         ("chunks without a document", found.chunks_without_doc),
-        ("word-leg rows without a chunk", found.word_orphans),
-        ("chunks without a word-leg row", found.chunks_without_word),
         ("links of documents no longer indexed", found.link_orphans),
         ("chunks whose vector holds NaN or infinity", found.unusable_vectors),
         ("chunks marked as waiting for a vector that no longer exist", found.pending_orphans),
@@ -219,7 +236,7 @@ def _factory(ctx: BackendContext) -> SqliteBackend:
     else:
         # Over HTTP a machine path tells a stranger how the disk is laid out.
         label, public = str(path), f"the index file {path.name} (outside the knowledge base)"
-    return SqliteBackend(path, label, public, ctx.kb_name)
+    return SqliteBackend(path, label, public, ctx.kb_name, ctx.leg_indexes.get(NAME))
 
 
 @hookimpl

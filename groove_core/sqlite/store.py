@@ -1,13 +1,12 @@
 """The index: one SQLite file (pysqlite3 + sqlite-vec), its schema, and all of its SQL.
 
-Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``fts_chunks``
-(FTS5 trigram over heading / context / content, rowid = chunk id; contentless since schema
-4, see ``FTS_SCHEMA``), ``vec_chunks`` (vec0,
-L2, chunk_id = chunk id) and ``word_chunks`` (the word leg's FTS5 table over script-boundary
-tokens, rowid = chunk id; its schema and SQL live in ``word_table``) and ``links``
-(links between notes, in ``link_table``). Every file is
-replaced in one transaction, so a crash or a kill leaves each document either fully old or
-fully new; WAL lets searches run while an index run writes.
+Tables: ``documents`` (one row per Markdown file), ``doc_tags``, ``chunks``, ``vec_chunks``
+(vec0, L2, chunk_id = chunk id), ``pending_vectors``, ``links`` (links between notes, in
+``link_table``) and each enabled leg's own index (``groove_core.leg_index``): the built-in
+trigram and word legs' FTS5 tables ``fts_chunks`` and ``word_chunks`` live in
+``lexical_legs``. Every file is replaced in one transaction, leg indexes included, so a
+crash or a kill leaves each document either fully old or fully new; WAL lets searches run
+while an index run writes.
 """
 
 from __future__ import annotations
@@ -17,19 +16,17 @@ import math
 import os
 import threading
 import time
-import unicodedata
 import uuid
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from groove_core import words
-from groove_core.query import match_expression, normalize
+from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.rows import (
     ChunkRow,
     DocumentChunkRow,
@@ -38,7 +35,8 @@ from groove_core.rows import (
     chunk_row,
     document_chunk_row,
 )
-from groove_core.sqlite import link_table, word_table
+from groove_core.sqlite import link_table
+from groove_core.sqlite.lexical_legs import DEFAULT_INDEXES, word_version
 from groove_core.storage import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,
@@ -54,7 +52,7 @@ from groove_core.storage import (
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Chunks written without a vector yet (ADR-0015): ``groove index`` writes every changed
 #: file's chunks and lexical rows first, then embeds these in batches. A chunk either has
@@ -64,19 +62,6 @@ SCHEMA_VERSION = 5
 #: damaged on their own.
 PENDING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS pending_vectors (chunk_id INTEGER PRIMARY KEY);
-"""
-
-#: The trigram table. Contentless (``content = ''``): it holds the index, not a third copy
-#: of the text (``chunks`` has it), which makes the index ~14% smaller (docs/benchmarks.md,
-#: "Issue #21"). groove never reads text back from it: match spans are computed from
-#: ``chunks.content``. Not ``contentless_delete = 1``: FTS5 then never subtracts a deleted
-#: row from the row count and token totals that bm25 uses, so scores would drift with
-#: every edit; a row is deleted instead with FTS5's 'delete' command and its text, computed
-#: again from the chunk (:func:`delete_lexical_rows`).
-FTS_SCHEMA = """
-CREATE VIRTUAL TABLE IF NOT EXISTS fts_chunks USING fts5(
-    heading, context, content, content = '', tokenize = 'trigram remove_diacritics 1'
-);
 """
 
 _SCHEMA = (
@@ -115,34 +100,12 @@ CREATE TABLE IF NOT EXISTS chunks (
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 """
-    + FTS_SCHEMA
-    + word_table.WORD_SCHEMA
     + link_table.LINKS_SCHEMA
     + PENDING_SCHEMA
 )
 
-#: Ranked lexical leg. bm25() is negative, smaller is better.
-FTS_RANKED_SQL = (
-    "SELECT rowid, bm25(fts_chunks, ?, ?, ?) AS s FROM fts_chunks "
-    "WHERE fts_chunks MATCH ? ORDER BY s, rowid LIMIT ?"
-)
-FTS_RANKED_FILTERED_SQL = (
-    "SELECT rowid, bm25(fts_chunks, ?, ?, ?) AS s FROM fts_chunks "
-    "WHERE fts_chunks MATCH ? AND rowid IN (SELECT value FROM json_each(?)) "
-    "ORDER BY s, rowid LIMIT ?"
-)
-#: The exclusion id scan: no bm25, no ORDER BY (ADR-0011).
-FTS_IDS_SQL = "SELECT rowid FROM fts_chunks WHERE fts_chunks MATCH ?"
-#: Rows per trigram, for the common-phrase rule of the FTS leg. The fts5vocab view lives in
-#: the connection's temp schema, so the index file and its schema are unchanged.
-FTS_VOCAB_SQL = (
-    "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_vocab USING fts5vocab(main, fts_chunks, row)"
-)
-FTS_TERM_ROWS_SQL = "SELECT doc FROM temp.fts_vocab WHERE term = ?"
-
-#: Meta key: the rules that turned chunks into the lexical tables' text (see
-#: :func:`lexical_rules`); deleting a row needs that text again, so an index written under
-#: other rules has its lexical tables re-filled before a row is deleted.
+#: Meta key of schemas 4 and 5: the rules the (then built-in) lexical tables' text was
+#: written under; schema 6 records each leg index's version instead (``leg_index``).
 LEXICAL_RULES_KEY = "lexical_rules"
 #: Meta key: a random token, new with every change to the vectors (in the same
 #: transaction). Equal tokens mean equal vectors, so the in-memory matrix is shared by every
@@ -301,80 +264,34 @@ class _SharedMatrices:
 _MATRICES = _SharedMatrices()
 
 
-def lexical_rules() -> str:
-    """What the lexical tables' text depends on besides the chunks: Python's Unicode
-    database (NFKC, and the word leg's character classes) and the word leg's rules."""
-    return f"unicode {unicodedata.unidata_version}; words {words.SEGMENTATION}"
+#: Chunks read per step when a leg index is filled from the chunks.
+FILL_BATCH = 1_000
+
+#: Reads chunks as leg indexes receive them (``IndexedChunk``); a chunk without a document
+#: (the doctor's "homeless" chunk, deleted by a repair) comes with an empty path and title.
+_INDEXED_SQL = (
+    "SELECT c.id, c.doc_id, coalesce(d.path, ''), coalesce(d.title, ''), c.heading, "
+    "c.context, c.content FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id "
+)
 
 
-def _words_rules(recorded: str | None) -> str | None:
-    """The word segmentation named by a recorded :func:`lexical_rules` value."""
-    if recorded is None or "; words " not in recorded:
-        return None
-    return recorded.rsplit("; words ", 1)[1]
-
-
-#: (chunk id, heading, context, content) as the lexical tables index them (NFKC).
-LexicalRow = tuple[int, str, str, str]
-
-
-def _lexical_fields(chunk_id: Any, heading: str, context: str, content: str) -> LexicalRow:
-    # FTS holds the NFKC form so that full- and half-width text match each other.
-    return int(chunk_id), normalize(heading), normalize(context), normalize(content)
-
-
-def insert_lexical_rows(conn: Any, rows: Sequence[LexicalRow]) -> None:
-    """Write the trigram and word rows of these chunks (in the caller's transaction)."""
-    conn.executemany(
-        "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", rows
-    )
-    word_table.fill(conn, rows)
-
-
-def delete_lexical_rows(conn: Any, chunk_ids: Iterable[int]) -> None:
-    """Delete the trigram and word rows of these chunks, before the chunks themselves.
-
-    The tables are contentless, so FTS5 is handed the text each row was written with,
-    computed again from the chunk: the same text under the same rules
-    (:meth:`Store._check_lexical_rules`). The rows must exist, as the doctor's
-    consistency check requires; :func:`repair_rows` re-fills the tables before deleting.
-    """
-    rows = [
-        _lexical_fields(*r)
-        for r in conn.execute(
-            "SELECT id, heading, context, content FROM chunks "
-            "WHERE id IN (SELECT value FROM json_each(?))",
-            (json.dumps(list(chunk_ids)),),
-        )
+def _indexed(rows: Iterable[Sequence[Any]]) -> list[IndexedChunk]:
+    return [
+        IndexedChunk(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), str(r[6]))
+        for r in rows
     ]
-    conn.executemany(
-        "INSERT INTO fts_chunks(fts_chunks, rowid, heading, context, content) "
-        "VALUES ('delete', ?, ?, ?, ?)",
-        rows,
+
+
+def indexed_chunks(conn: Any, chunk_ids: Iterable[int]) -> list[IndexedChunk]:
+    """These chunks as leg indexes receive them, by id; a chunk without a document (the
+    doctor's "homeless" chunk) comes with an empty path and title."""
+    rows = conn.execute(
+        "SELECT c.id, c.doc_id, coalesce(d.path, ''), coalesce(d.title, ''), c.heading, "
+        "c.context, c.content FROM chunks c LEFT JOIN documents d ON d.id = c.doc_id "
+        "WHERE c.id IN (SELECT value FROM json_each(?)) ORDER BY c.id",
+        (json.dumps(sorted(int(i) for i in chunk_ids)),),
     )
-    word_table.delete_rows(conn, rows)
-
-
-#: Chunks read per step when the lexical tables are filled from the chunks.
-_REFILL_BATCH = 1_000
-
-
-def refill_lexical(conn: Any) -> None:
-    """Empty both lexical tables and write them again from every chunk under this
-    process's rules, in the caller's transaction (35 s for 111k chunks, docs/benchmarks.md)."""
-    for table in ("fts_chunks", "word_chunks"):
-        conn.execute(f"INSERT INTO {table}({table}) VALUES ('delete-all')")
-    after = 0
-    while True:
-        batch = conn.execute(
-            "SELECT id, heading, context, content FROM chunks WHERE id > ? ORDER BY id LIMIT ?",
-            (after, _REFILL_BATCH),
-        ).fetchall()
-        if not batch:
-            break
-        insert_lexical_rows(conn, [_lexical_fields(*r) for r in batch])
-        after = int(batch[-1][0])
-    _set_meta(conn, LEXICAL_RULES_KEY, lexical_rules())
+    return _indexed(rows)
 
 
 def _set_meta(conn: Any, key: str, value: str) -> None:
@@ -390,16 +307,11 @@ def _new_vectors_version(conn: Any) -> None:
 
 
 def migrate_contentless_lexical(conn: Any) -> None:
-    """Schema 3 → 4: the trigram and word tables become contentless and are filled again
-    from the chunks (no re-embedding). It runs in one transaction, as every migration
-    step does: a kill part-way leaves the version-3 index, which the next open migrates."""
+    """Schema 3 → 4: the trigram and word tables became contentless. Dropped here; schema
+    6's leg-index versioning creates and fills them again from the chunks on the first
+    writable open (no re-embedding). One transaction, as every migration step."""
     for table in ("word_vocab", "word_chunks", "fts_chunks"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
-    for statement in FTS_SCHEMA.split(";"):
-        if statement.strip():
-            conn.execute(statement)
-    word_table.create_table(conn)
-    refill_lexical(conn)
     _new_vectors_version(conn)
 
 
@@ -409,6 +321,20 @@ def migrate_add_pending_vectors(conn: Any) -> None:
     for statement in PENDING_SCHEMA.split(";"):
         if statement.strip():
             conn.execute(statement)
+
+
+def migrate_leg_indexes(conn: Any) -> None:
+    """Schema 5 → 6: the lexical tables become the built-in legs' indexes, each with the
+    version it was written under. Tables written under this groove's rules keep their rows;
+    others are filled again on the first writable open."""
+    recorded = conn.execute("SELECT value FROM meta WHERE key = ?", (LEXICAL_RULES_KEY,)).fetchone()
+    rules = None if recorded is None else str(recorded[0])
+    # schema 5's value read as the word index's version does (unicode and words); the
+    # trigram index's text depended on the unicode part alone
+    if rules == word_version():
+        for bound in DEFAULT_INDEXES:
+            _set_meta(conn, meta_key(bound.name), bound.version)
+    conn.execute("DELETE FROM meta WHERE key = ?", (LEXICAL_RULES_KEY,))
 
 
 def connect(path: Path | str, *, read_only: bool = False, immutable: bool = False) -> Any:
@@ -586,7 +512,13 @@ class Store:
     ``label`` names the file in messages (the KB-relative path, from the app).
     """
 
-    def __init__(self, conn: Any, path: Path, label: str | None = None) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        path: Path,
+        label: str | None = None,
+        indexes: Sequence[BoundIndex] | None = None,
+    ) -> None:
         self.conn = conn
         self.path = path
         self.label = label or str(path)
@@ -597,26 +529,47 @@ class Store:
         self._matrix_data_version: int | None = None  # this connection's, when checked
         self._matrix_key = os.path.abspath(path)
         self._knn_calls = 0
-        # Trigram and word row counts and the row count, valid for one PRAGMA data_version.
-        self._df_version: int | None = None
-        self._df_cache: dict[str, int] = {}
-        self._word_df_cache: dict[str, int] = {}
-        self._row_count = 0
+        #: The enabled legs' indexes (``groove_core.leg_index``), each bound to this
+        #: connection; the built-in lexical legs' when the caller names none.
+        self.indexes: dict[str, tuple[BoundIndex, LegIndex]] = {
+            b.name: (b, b.factory(conn)) for b in (DEFAULT_INDEXES if indexes is None else indexes)
+        }
+        # The names of those filled under their current version, valid for one
+        # PRAGMA data_version (another connection may fill or retire one).
+        self._current: frozenset[str] = frozenset()
+        self._current_version: int | None = None
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: Path, label: str | None = None) -> Store:
-        """Open an existing index for searching: read-only when it cannot be written."""
+    def open(
+        cls, path: Path, label: str | None = None, indexes: Sequence[BoundIndex] | None = None
+    ) -> Store:
+        """Open an existing index for searching: read-only when it cannot be written. A
+        writable one has its leg indexes brought to their versions first (filled from the
+        chunks where a leg was enabled since, or its rules changed)."""
         shown = label or str(path)
         if not path.exists():
             raise StoreError(f"no index at {shown}: run 'groove index' on the knowledge base first")
-        store = cls._connect(path, shown, read_only=not writable(path))
-        store._check_schema(allow_empty=False)
+        store = cls._connect(path, shown, read_only=not writable(path), indexes=indexes)
+        try:
+            store._check_schema(allow_empty=False)
+            if not store.read_only:
+                try:
+                    store.sync_leg_indexes()
+                except sqlite_errors() as err:
+                    raise classify_error(
+                        err, shown, "filling a leg's index", "The leg index was left as it was."
+                    ) from None
+        except BaseException:
+            store.close()
+            raise
         return store
 
     @classmethod
-    def create(cls, path: Path, label: str | None = None) -> Store:
+    def create(
+        cls, path: Path, label: str | None = None, indexes: Sequence[BoundIndex] | None = None
+    ) -> Store:
         """Open the index for writing, creating and migrating it as needed."""
         shown = label or str(path)
         try:
@@ -631,12 +584,19 @@ class Store:
                 f"cannot write the index {shown}: {_read_only_reason(path)}. The cause is "
                 f"the environment, not the index file{still}"
             )
-        store = cls._connect(path, shown)
+        store = cls._connect(path, shown, indexes=indexes)
         store._check_schema(allow_empty=True)
         return store
 
     @classmethod
-    def _connect(cls, path: Path, label: str, *, read_only: bool = False) -> Store:
+    def _connect(
+        cls,
+        path: Path,
+        label: str,
+        *,
+        read_only: bool = False,
+        indexes: Sequence[BoundIndex] | None = None,
+    ) -> Store:
         # The identity is taken before connecting: if the file is replaced in between, the
         # next replaced() check reopens once more than needed, never once too few.
         identity = file_identity(path)
@@ -649,7 +609,7 @@ class Store:
                 conn.execute("PRAGMA synchronous = NORMAL")
         except sqlite_errors() as err:
             raise classify_error(err, label, "opening") from None
-        store = cls(conn, path, label)
+        store = cls(conn, path, label, indexes)
         store.identity = identity
         store.read_only = read_only
         return store
@@ -715,19 +675,12 @@ class Store:
                     "upgrading",
                     "Each completed upgrade step was kept and the failed one rolled back.",
                 ) from None
-        try:
-            self._check_segmentation()
-        except sqlite_errors() as err:
-            raise classify_error(
-                err, self.label, "upgrading", "The word table was left as it was."
-            ) from None
 
     def _create_schema(self) -> None:
         for statement in _SCHEMA.split(";"):
             if statement.strip():
                 self.conn.execute(statement)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
-        self.set_meta(LEXICAL_RULES_KEY, lexical_rules())
         _new_vectors_version(self.conn)
 
     def _migrate(self, version: int) -> None:
@@ -782,26 +735,81 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         _set_meta(self.conn, key, value)
 
-    def _check_segmentation(self) -> None:
-        """On open: an index whose word table was written by other word rules (a groove
-        before the English stemmer) has its lexical tables re-filled from the stored chunks,
-        since a query's tokens would not match the old ones. The vectors are kept: no
-        re-embedding. Only the words part counts here; a different Unicode database changes
-        no token a search sees, and is left to the next write (:meth:`_check_lexical_rules`)."""
-        if _words_rules(self.get_meta(LEXICAL_RULES_KEY)) == words.SEGMENTATION:
-            return
-        with self.transaction():
-            # Another connection may have re-filled it while this one waited for the lock.
-            if _words_rules(self.get_meta(LEXICAL_RULES_KEY)) != words.SEGMENTATION:
-                refill_lexical(self.conn)
+    # -- leg indexes (groove_core.leg_index) ----------------------------------------------
 
-    def _check_lexical_rules(self) -> None:
-        """Before lexical rows are written or deleted (in the write transaction): an index
-        whose rows were written under other rules (another Python's Unicode database,
-        another word segmentation) has its lexical tables re-filled first, since deleting
-        a row needs the very text it was written with."""
-        if self.get_meta(LEXICAL_RULES_KEY) != lexical_rules():
-            refill_lexical(self.conn)
+    def _recorded(self) -> dict[str, str]:
+        rows = self.conn.execute(
+            "SELECT key, value FROM meta WHERE key >= ? AND key < ?",
+            (META_PREFIX, META_PREFIX[:-1] + chr(ord(META_PREFIX[-1]) + 1)),
+        )
+        return {str(k)[len(META_PREFIX) :]: str(v) for k, v in rows}
+
+    def stale_leg_indexes(self) -> list[str]:
+        """The enabled leg indexes not filled under their current version."""
+        recorded = self._recorded()
+        return [n for n, (b, _) in self.indexes.items() if recorded.get(n) != b.version]
+
+    def leg_index(self, name: str) -> Any | None:
+        """The leg index ``name``, bound to this connection, for its leg's queries; None
+        when this store keeps none of that name, or when it is not filled under its
+        current version (a read-only index until a writable open fills it)."""
+        found = self.indexes.get(name)
+        if found is None:
+            return None
+        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
+        if version != self._current_version:
+            recorded = self._recorded()
+            self._current = frozenset(
+                n for n, (b, _) in self.indexes.items() if recorded.get(n) == b.version
+            )
+            self._current_version = version
+        return found[1] if name in self._current else None
+
+    def sync_leg_indexes(self, progress: Callable[[str, int, int], None] | None = None) -> None:
+        """Fill every enabled leg index not filled under its current version from the
+        chunks, each in one transaction, reporting (index, chunks done, chunks in all)."""
+        for name in self.stale_leg_indexes():
+            with self.transaction():
+                # another connection may have filled it while this one waited for the lock
+                if name in self.stale_leg_indexes():
+                    self._fill(name, progress)
+
+    def _fill(self, name: str, progress: Callable[[str, int, int], None] | None = None) -> None:
+        """Empty the leg index ``name`` and write every chunk into it (in the caller's
+        transaction); 35 s for the two lexical tables at 111k chunks (docs/benchmarks.md)."""
+        bound, index = self.indexes[name]
+        index.drop(self.conn)
+        index.create(self.conn)
+        total = int(self.conn.execute("SELECT count(*) FROM chunks").fetchone()[0])
+        after, done = 0, 0
+        while True:
+            batch = _indexed(
+                self.conn.execute(
+                    _INDEXED_SQL + "WHERE c.id > ? ORDER BY c.id LIMIT ?", (after, FILL_BATCH)
+                )
+            )
+            if not batch:
+                break
+            index.write(self.conn, batch)
+            after = batch[-1].chunk_id
+            done += len(batch)
+            if progress is not None:
+                progress(name, done, total)
+        self.set_meta(meta_key(name), bound.version)
+
+    def _writing(self) -> list[LegIndex]:
+        """In a write transaction, before rows change: the leg indexes to write. Each
+        enabled one not filled under its version is filled first (deleting a row needs the
+        text it was written with); an index of a leg no longer enabled is marked stale,
+        since it misses this write (enabling the leg again fills it once)."""
+        recorded = self._recorded()
+        for name in recorded:
+            if name not in self.indexes:
+                self.conn.execute("DELETE FROM meta WHERE key = ?", (meta_key(name),))
+        for name, (bound, _) in self.indexes.items():
+            if recorded.get(name) != bound.version:
+                self._fill(name)
+        return [index for _, index in self.indexes.values()]
 
     # -- the incomplete-run marker ---------------------------------------------------------
 
@@ -956,10 +964,10 @@ class Store:
         now = time.time()
         row = 0
         with self.transaction():
-            self._check_lexical_rules()
+            indexes = self._writing()
             _new_vectors_version(self.conn)
             for doc in docs:
-                self._delete_path(doc.path)
+                self._delete_path(doc.path, indexes)
                 cur = self.conn.execute(
                     "INSERT INTO documents(path, title, tags, content_hash, size, mtime_ns, "
                     "indexed_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -978,12 +986,28 @@ class Store:
                     "INSERT OR IGNORE INTO doc_tags(doc_id, tag) VALUES (?, ?)",
                     [(doc_id, t) for t in doc.tags],
                 )
+                written = []
                 for chunk in doc.chunks:
-                    self._insert_chunk(doc_id, chunk, None if vectors is None else vectors[row])
+                    chunk_id = self._insert_chunk(
+                        doc_id, chunk, None if vectors is None else vectors[row]
+                    )
+                    written.append(
+                        IndexedChunk(
+                            chunk_id,
+                            doc_id,
+                            doc.path,
+                            doc.title,
+                            chunk.heading,
+                            chunk.context,
+                            chunk.content,
+                        )
+                    )
                     row += 1
+                for index in indexes:
+                    index.write(self.conn, written)
                 link_table.insert_rows(self.conn, doc_id, doc.path, doc.links)
 
-    def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray | None) -> None:
+    def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray | None) -> int:
         cur = self.conn.execute(
             "INSERT INTO chunks(doc_id, ordinal, heading, heading_path, level, context, "
             "content, token_count, byte_start, byte_end, line_start, line_end) "
@@ -1004,15 +1028,14 @@ class Store:
             ),
         )
         chunk_id = int(cur.lastrowid)
-        fields = _lexical_fields(chunk_id, chunk.heading, chunk.context, chunk.content)
-        insert_lexical_rows(self.conn, [fields])
         if vector is None:
             self.conn.execute("INSERT INTO pending_vectors(chunk_id) VALUES (?)", (chunk_id,))
-            return
+            return chunk_id
         self.conn.execute(
             "INSERT INTO vec_chunks(chunk_id, embedding) VALUES (?, ?)",
             (chunk_id, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
+        return chunk_id
 
     def touch_documents(self, updates: Iterable[tuple[str, int, int]]) -> None:
         """Record a new size/mtime for files whose content hash did not change."""
@@ -1024,17 +1047,19 @@ class Store:
 
     def delete_documents(self, paths: Iterable[str]) -> None:
         with self.transaction():
-            self._check_lexical_rules()
+            indexes = self._writing()
             _new_vectors_version(self.conn)
             for path in paths:
-                self._delete_path(path)
+                self._delete_path(path, indexes)
 
-    def _delete_path(self, path: str) -> None:
+    def _delete_path(self, path: str, indexes: Sequence[LegIndex]) -> None:
         row = self.conn.execute("SELECT id FROM documents WHERE path = ?", (path,)).fetchone()
         if row is None:
             return
-        ids = [r[0] for r in self.conn.execute("SELECT id FROM chunks WHERE doc_id = ?", row)]
-        delete_lexical_rows(self.conn, ids)
+        chunks = _indexed(self.conn.execute(_INDEXED_SQL + "WHERE c.doc_id = ?", row))
+        ids = [c.chunk_id for c in chunks]
+        for index in indexes:
+            index.delete(self.conn, chunks)
         if self.has_vectors():
             self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", [(i,) for i in ids])
         self.conn.executemany("DELETE FROM pending_vectors WHERE chunk_id = ?", [(i,) for i in ids])
@@ -1050,81 +1075,6 @@ class Store:
         )
 
     # -- reading ---------------------------------------------------------------------------
-
-    def fts_search(
-        self,
-        phrases: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-        *,
-        excluded: Sequence[str] = (),
-    ) -> list[tuple[int, float]]:
-        """Ranked lexical candidates: (chunk id, bm25) best first."""
-        if not phrases:
-            return []
-        match_expr = match_expression(phrases, excluded)
-        if allowed is None:
-            rows = self.conn.execute(FTS_RANKED_SQL, (*weights, match_expr, limit))
-        else:
-            ids = json.dumps(sorted(allowed))
-            rows = self.conn.execute(FTS_RANKED_FILTERED_SQL, (*weights, match_expr, ids, limit))
-        return [(int(r[0]), float(r[1])) for r in rows]
-
-    def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
-        """(rows containing each trigram, rows in all) from the FTS table's vocabulary.
-
-        Counting a trigram's rows reads its whole doclist, which for a common one costs as
-        much as matching it: the counts are cached until another connection commits
-        (``PRAGMA data_version``), and the common trigrams are the ones every query shares.
-        """
-        self._check_vocab_version()
-        missing = [t for t in dict.fromkeys(trigrams) if t not in self._df_cache]
-        for term in missing:
-            found = self.conn.execute(FTS_TERM_ROWS_SQL, (term,)).fetchone()
-            self._df_cache[term] = 0 if found is None else int(found[0])
-        return {t: self._df_cache[t] for t in trigrams}, self._row_count
-
-    def word_search(
-        self,
-        terms: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
-        """Ranked word-leg candidates: (chunk id, bm25) best first."""
-        if not terms:
-            return []
-        return word_table.search(self.conn, match_expression(terms, ()), weights, limit, allowed)
-
-    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """(chunks containing each single-token term, chunks in all) from the word table's
-        vocabulary, cached like :meth:`trigram_rows`."""
-        self._check_vocab_version()
-        single = [t for t in dict.fromkeys(terms) if " " not in t]
-        missing = [t for t in single if t not in self._word_df_cache]
-        if missing:
-            self._word_df_cache.update(word_table.document_frequencies(self.conn, missing))
-        return {t: self._word_df_cache[t] for t in single}, self._row_count
-
-    def _check_vocab_version(self) -> None:
-        version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
-        if version == self._df_version:
-            return
-        self.conn.execute(FTS_VOCAB_SQL)
-        self._df_cache = {}
-        self._word_df_cache = {}
-        # FTS5's own per-row table: the same rows the vocabulary counts, a b-tree count.
-        count = self.conn.execute("SELECT count(*) FROM fts_chunks_docsize").fetchone()
-        self._row_count = int(count[0])
-        self._df_version = version
-
-    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
-        """Every chunk id holding any of ``phrases`` (the exclusion scan)."""
-        if not phrases:
-            return frozenset()
-        expr = match_expression(phrases, ())
-        return frozenset(int(r[0]) for r in self.conn.execute(FTS_IDS_SQL, (expr,)))
 
     def vector_search(
         self,
@@ -1315,16 +1265,18 @@ class Store:
 class Consistency:
     """What ``groove doctor`` found: SQLite's own checks and the one-to-one agreements."""
 
-    integrity: tuple[str, ...]  # damage: integrity_check / FTS5 integrity-check / read errors
-    fts_orphans: frozenset[int]  # FTS rows without a chunk
+    integrity: tuple[str, ...]  # damage: integrity_check / leg index checks / read errors
     vec_orphans: frozenset[int]  # vectors without a chunk
-    chunks_without_fts: frozenset[int]
     chunks_without_vec: frozenset[int]
     chunks_without_doc: frozenset[int]
     #: What the environment kept doctor from checking (e.g. a read-only file); not damage.
     environment: tuple[str, ...] = ()
-    word_orphans: frozenset[int] = frozenset()  # word-leg rows without a chunk
-    chunks_without_word: frozenset[int] = frozenset()
+    #: Per leg index: its rows without a chunk, and chunks without its rows.
+    leg_orphans: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    chunks_without_leg: Mapping[str, frozenset[int]] = field(default_factory=dict)
+    #: Enabled leg indexes not filled under their current version (the next writable
+    #: open or index run fills them): a note, not damage.
+    stale_legs: tuple[str, ...] = ()
     link_orphans: frozenset[int] = frozenset()  # document ids in links without a document
     #: Chunks whose vector holds NaN or infinity: no query has a distance to them.
     unusable_vectors: frozenset[int] = frozenset()
@@ -1336,16 +1288,21 @@ class Consistency:
     pending_with_vec: frozenset[int] = frozenset()  # chunks both pending and embedded
 
     @property
+    def legs_to_fill(self) -> list[str]:
+        """The leg indexes whose rows disagree with the chunks."""
+        names = {**self.leg_orphans, **self.chunks_without_leg}
+        return [
+            n for n in names if self.leg_orphans.get(n) or self.chunks_without_leg.get(n)
+        ]
+
+    @property
     def ok(self) -> bool:
         return not (
             self.integrity
-            or self.fts_orphans
             or self.vec_orphans
-            or self.chunks_without_fts
             or self.chunks_without_vec
             or self.chunks_without_doc
-            or self.word_orphans
-            or self.chunks_without_word
+            or self.legs_to_fill
             or self.link_orphans
             or self.unusable_vectors
             or self.pending_orphans
@@ -1354,7 +1311,8 @@ class Consistency:
 
 
 def check_consistency(store: Store) -> Consistency:
-    """Run SQLite's integrity checks and compare documents, chunks, FTS rows and vectors.
+    """Run SQLite's integrity checks, each leg index's own check, and compare documents,
+    chunks, leg index rows and vectors.
 
     Never raises for a database error: damage (corrupt pages make statements fail as well
     as integrity_check report) lands in ``integrity``; an environment that stops a check
@@ -1364,22 +1322,31 @@ def check_consistency(store: Store) -> Consistency:
     problems: list[str] = []
     environment: list[str] = []
     empty: frozenset[int] = frozenset()
-    lexical = ("fts_chunks", "word_chunks")
+    stale = store.stale_leg_indexes()
+    current = [(n, idx) for n, (_, idx) in store.indexes.items() if n not in stale]
     skipped = (
         tuple(
-            f"FTS5's own check of {table}: it is issued as a write, and the index is read-only"
-            for table in lexical
+            f"the {name} leg index's own check: it is issued as a write, and the index is "
+            "read-only"
+            for name, _ in current
         )
         if store.read_only
         else ()
     )
+    orphans: dict[str, frozenset[int]] = {}
+    missing: dict[str, frozenset[int]] = {}
     try:
         problems += [str(r[0]) for r in conn.execute("PRAGMA integrity_check") if r[0] != "ok"]
-        for table in () if store.read_only else lexical:
-            _fts_self_check(conn, table, problems, environment)
+        for _, index in () if store.read_only else current:
+            try:
+                problems += index.check()
+            except sqlite_errors() as err:
+                bucket = environment if error_kind(err) == "environment" else problems
+                bucket.append(f"a leg index's own check failed: {err}")
         chunks = _ids(conn, "SELECT id FROM chunks")
-        fts = _ids(conn, "SELECT rowid FROM fts_chunks")
-        word = word_table.row_ids(conn)
+        for name, index in current:
+            held = index.chunk_ids()
+            orphans[name], missing[name] = held - chunks, chunks - held
         vec = _ids(conn, "SELECT chunk_id FROM vec_chunks") if store.has_vectors() else empty
         pending = _ids(conn, "SELECT chunk_id FROM pending_vectors")
         homeless = _ids(
@@ -1393,18 +1360,17 @@ def check_consistency(store: Store) -> Consistency:
         bucket = environment if error_kind(err) == "environment" else problems
         bucket.append(f"reading the index failed: {err}")
         return Consistency(
-            tuple(problems), empty, empty, empty, empty, empty, tuple(environment), skipped=skipped
+            tuple(problems), empty, empty, empty, tuple(environment), skipped=skipped
         )
     return Consistency(
         integrity=tuple(problems),
-        fts_orphans=fts - chunks,
         vec_orphans=vec - chunks,
-        chunks_without_fts=chunks - fts,
         chunks_without_vec=chunks - vec - pending,
         chunks_without_doc=homeless,
         environment=tuple(environment),
-        word_orphans=word - chunks,
-        chunks_without_word=chunks - word,
+        leg_orphans=orphans,
+        chunks_without_leg=missing,
+        stale_legs=tuple(stale),
         link_orphans=link_orphans,
         unusable_vectors=unusable,
         skipped=skipped,
@@ -1430,48 +1396,21 @@ def _ids(conn: Any, sql: str) -> frozenset[int]:
     return frozenset(int(r[0]) for r in conn.execute(sql))
 
 
-def _fts_self_check(conn: Any, table: str, problems: list[str], environment: list[str]) -> None:
-    """FTS5's own consistency check of ``table``. It is issued as an INSERT, so it needs a
-    writable index: on a read-only one it is an environment problem, not damage."""
-    try:
-        conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-    except sqlite_errors() as err:
-        if error_kind(err) == "environment":
-            environment.append(
-                f"the {table} self-check was skipped: it needs a writable index ({err})"
-            )
-        else:
-            problems.append(f"{table}: {err}")
-
-
 def repair_rows(store: Store, found: Consistency) -> list[str]:
-    """Drop orphan rows and forget documents whose rows disagree, so the next index run
-    re-embeds exactly those documents. Returns the paths it forgot."""
-    damaged = (
-        found.chunks_without_fts
-        | found.chunks_without_vec
-        | found.chunks_without_word
-        | found.unusable_vectors
-        | found.pending_with_vec
-    )
-    lexical = (
-        found.fts_orphans
-        | found.word_orphans
-        | found.chunks_without_fts
-        | found.chunks_without_word
-        | found.chunks_without_doc
-    )
+    """Fill again the leg indexes whose rows disagree with the chunks, drop orphan rows,
+    and forget documents whose vectors are wrong, so the next index run re-embeds exactly
+    those documents. Returns the paths it forgot."""
+    damaged = found.chunks_without_vec | found.unusable_vectors | found.pending_with_vec
     with store.transaction():
         # Forgotten documents are missing until the index run that follows re-adds them.
         store.set_meta(INCOMPLETE_KEY, str(time.time()))
         _new_vectors_version(store.conn)
-        if lexical:
-            # Contentless rows cannot be deleted one by one without their text (an orphan
-            # has no chunk to compute it from): write both tables again from the chunks,
-            # after which every chunk's rows exist and are deleted as usual below.
-            refill_lexical(store.conn)
-        else:
-            store._check_lexical_rules()
+        # Contentless rows cannot be deleted one by one without their text (an orphan has
+        # no chunk to compute it from): such an index is written again from the chunks,
+        # after which every chunk's rows exist and are deleted as usual below.
+        for name in found.legs_to_fill:
+            store._fill(name)
+        indexes = store._writing()
         paths = [
             str(r[0])
             for r in store.conn.execute(
@@ -1481,8 +1420,10 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
             )
         ]
         for path in paths:
-            store._delete_path(path)
-        delete_lexical_rows(store.conn, found.chunks_without_doc)
+            store._delete_path(path, indexes)
+        homeless = indexed_chunks(store.conn, found.chunks_without_doc)
+        for index in indexes:
+            index.delete(store.conn, homeless)
         if store.has_vectors():
             store.conn.executemany(
                 "DELETE FROM vec_chunks WHERE chunk_id = ?",
@@ -1499,14 +1440,20 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
     return sorted(paths)
 
 
+def _no_step(conn: Any) -> None:
+    """Schema 1 → 2 added the word table; schema 6 creates it as a leg index."""
+
+
 #: version -> function that upgrades a connection from that version to the next one.
 MIGRATIONS: dict[int, Callable[[Any], None]] = {
-    # 1 -> 2: the word leg's table, filled from the stored chunks (no re-embedding).
-    1: word_table.migrate_add_word_table,
+    # 1 -> 2: the word leg's table (schema 6: created and filled as a leg index).
+    1: _no_step,
     # 2 -> 3: links between notes (filled as files are indexed again).
     2: link_table.migrate_add_links_table,
-    # 3 -> 4: contentless trigram and word tables, filled again from the chunks.
+    # 3 -> 4: contentless trigram and word tables (schema 6 fills them from the chunks).
     3: migrate_contentless_lexical,
     # 4 -> 5: chunks written without a vector yet, embedded by a later pass (ADR-0015).
     4: migrate_add_pending_vectors,
+    # 5 -> 6: the lexical tables become the built-in legs' indexes (ADR-0020).
+    5: migrate_leg_indexes,
 }

@@ -4,7 +4,8 @@ Registered through the ``groove`` entry point ``prf``; it owns ``[search.prf]`` 
 ``prf`` switch. When the stage is active, the ``prf`` leg reads the word leg's first
 ``passages`` hits for the query, picks up to ``terms`` expansion terms from them
 (:mod:`groove_expansion.terms`) and ranks the chunks by bm25 over the query's terms plus
-those, through the store's ``word_search`` (so it works on every storage backend). RRF fuses
+those, through the word leg's own index (``ctx.store.leg_index("word")``, which every
+storage backend that keeps the word leg implements). RRF fuses
 it with the other legs at its own weight (``[search.fusion.weights] prf``). Inactive, the
 leg returns ``None`` and the output is bit-identical to a groove without this plugin.
 """
@@ -16,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from groove_core import words
-from groove_core.builtins.legs import common_terms
+from groove_core.builtins.legs import common_terms, word_terms
 from groove_core.config import ConfigSection
 from groove_core.context import LegSpec, StageSwitch
 from groove_core.hookspecs import hookimpl
 from groove_core.models import LegHit, LegResult
-from groove_core.query import match_expression, normalize
+from groove_core.query import normalize
 from groove_expansion.terms import (
     MAX_PASSAGES,
     MAX_TERMS,
@@ -98,8 +99,9 @@ def search(ctx: QueryContext) -> LegResult | None:
     if not ctx.active(NAME):
         return None
     settings = ctx.settings.get(PRFSettings)
-    terms, _ = ctx.word_terms()
-    if not terms:
+    terms, _ = word_terms(ctx)
+    index = ctx.store.leg_index("word")
+    if not terms or index is None:
         return LegResult(NAME, (), {"skipped": True})
     if len(terms) < settings.min_terms:
         count = f"{len(terms)} word term{'' if len(terms) == 1 else 's'}"
@@ -121,7 +123,7 @@ def search(ctx: QueryContext) -> LegResult | None:
     def ranked(query: list[str], size: int) -> list[LegHit]:
         # Without filters the exclusions are dropped after the query: fetch that many more.
         fetch = size if allowed is not None else size + len(excluded)
-        rows = ctx.store.word_search(query, weights, fetch, allowed)
+        rows = index.search(query, weights, fetch, allowed)
         return [LegHit(cid, score) for cid, score in rows if cid not in excluded][:size]
 
     # At most as many terms added as the query has: with bm25 weighing every term alike,
@@ -129,19 +131,19 @@ def search(ctx: QueryContext) -> LegResult | None:
     # query's own terms). And within the word leg's cap on terms (its cost bound).
     count = min(settings.terms, len(terms), words.MAX_TERMS - len(kept))
     feedback = [hit.chunk_id for hit in ranked(kept, settings.passages)] if count > 0 else []
-    added = [term for term, _ in _expansion(ctx, feedback, terms, count)]
+    added = [term for term, _ in _expansion(ctx, index, feedback, terms, count)]
     meta: dict[str, Any] = {"added_terms": added, "feedback": len(feedback)}
     if not added:
         # The leg would rank exactly as the word leg does: fusing it would only weigh the
         # word leg twice.
         return LegResult(NAME, (), {**meta, "skipped": True})
     expanded = kept + added
-    meta["expr"] = match_expression(expanded, ())
+    meta["expr"] = index.expression(expanded)
     return LegResult(NAME, tuple(ranked(expanded, ctx.leg_size)), meta)
 
 
 def _expansion(
-    ctx: QueryContext, feedback: list[int], terms: list[str], count: int
+    ctx: QueryContext, index: Any, feedback: list[int], terms: list[str], count: int
 ) -> list[tuple[str, float]]:
     """Up to ``count`` (term, weight) from the feedback passages, best first, none of them
     a token of the query (its positive or excluded words)."""
@@ -158,5 +160,5 @@ def _expansion(
     candidates = feedback_weights(passages, skip)
     if not candidates:
         return []
-    df, chunks = ctx.store.word_rows(list(candidates))
+    df, chunks = index.rows(list(candidates))
     return choose(candidates, document_idf(df, chunks), count)
