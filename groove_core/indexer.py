@@ -63,7 +63,9 @@ class IndexProgress:
     from it) follows the work rather than the number of files.
     """
 
-    stage: str  # "indexing" (files, lexical rows), "embedding" or "re-embedding"
+    #: "indexing" (files, lexical rows), "embedding", "re-embedding", or "filling the
+    #: <name> leg's index" (a leg enabled on an existing KB, before the files).
+    stage: str
     path: str  # the file just visited ("" for a batch event)
     files_done: int
     files_total: int
@@ -608,6 +610,9 @@ class Indexer:
         with _embedder_call(self.embedder, name, "telling its identity"):
             identity = self.embedder.identity
         self.store.check_embedder(identity)
+        # A leg enabled since the last run (or whose rules changed) has its index filled
+        # from the stored chunks first, once, before any file is written.
+        self.store.sync_leg_indexes(self._fill_progress)
         self.store.begin_run()
         states = self.store.doc_states()
         index_file = index_path(self.kb, self.config)
@@ -696,6 +701,21 @@ class Indexer:
         self.store.end_run()
         self._note_dropped(states)
         self.report.searchable_seconds = time.perf_counter() - started
+
+    def _fill_progress(self, name: str, done: int, total: int) -> None:
+        if self.progress is not None:
+            self.progress(
+                IndexProgress(
+                    stage=f"filling the {name} leg's index",
+                    path="",
+                    files_done=0,
+                    files_total=0,
+                    chunks_embedded=0,
+                    work_done=done,
+                    work_total=total,
+                    chunks_indexed=done,
+                )
+            )
 
     def _needs_reading(self, src: SourceFile, state: DocState | None) -> bool:
         return _needs_reading(src, state, self.loaders.candidates(src.rel))

@@ -156,9 +156,9 @@ def _eta(event: IndexProgress, elapsed: float) -> str | None:
 
 def _chunks(event: IndexProgress) -> tuple[int, str]:
     """The chunks the stage has done, and what it did to them."""
-    if event.stage == "indexing":
-        return event.chunks_indexed, "indexed"
-    return event.chunks_embedded, "embedded"
+    if event.stage in ("embedding", "re-embedding"):
+        return event.chunks_embedded, "embedded"
+    return event.chunks_indexed, "indexed"  # indexing, or filling a leg's index
 
 
 def _rate(event: IndexProgress, elapsed: float) -> float:

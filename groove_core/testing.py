@@ -122,6 +122,45 @@ def check_candidate_leg(plugin: Any, app: Groove, queries: Sequence[str] = SAMPL
         _check_leg(spec.search, app, queries)
 
 
+def check_leg_index(app: Groove, name: str) -> None:
+    """The leg index contract (docs/plugins.md, "A leg with its own index") for the index
+    ``name`` on ``app``'s storage backend: after an index run, after a note is added, one
+    edited and one deleted, and after a rebuild, the index holds exactly the KB's chunk
+    ids; ``groove doctor`` finds it healthy. ``app``: a test's own KB (notes are written
+    in it) with the leg's plugin registered."""
+    kb = app.kb
+
+    def agrees(when: str) -> None:
+        store = app.store
+        index = store.leg_index(name)
+        assert index is not None, f"{when}: the store keeps no index {name!r}"
+        every = store.chunk_ids_for_docs(d.doc_id for d in store.documents())
+        held = index.chunk_ids()
+        assert held == every, (
+            f"{when}: the index {name!r} holds {sorted(held - every)[:5]} without a chunk and "
+            f"misses {sorted(every - held)[:5]}"
+        )
+        assert index.check() == [], f"{when}: the index's own check failed"
+
+    app.index()
+    agrees("after an index run")
+    added = kb / "leg-index-contract.md"
+    added.write_text("# Contract\n\nA note the leg index check adds.\n\n## More\n\nText.\n")
+    notes = sorted(p for p in kb.rglob("*.md") if p != added)
+    assert len(notes) >= 2, "check_leg_index needs a KB of two notes at least"
+    notes[0].write_text(notes[0].read_text(encoding="utf-8") + "\n\n## Edited\n\nMore.\n")
+    app.index()
+    agrees("after a note was added and one edited")
+    notes[1].unlink()
+    added.unlink()
+    app.index()
+    agrees("after two notes were deleted")
+    doctor = app.doctor()
+    assert doctor.healthy, doctor.problems
+    app.index(rebuild=True)
+    agrees("after a rebuild")
+
+
 def _check_leg(search: Any, app: Groove, queries: Sequence[str]) -> None:
     for query in queries:
         ctx = query_context(app, query)
@@ -592,44 +631,44 @@ class BackendContract:
         assert _top(app, "検索", tags=("missing",)) == []
 
     def test_lexical_methods_take_phrases_and_terms(self, request: Any, tmp_path: Path) -> None:
+        # The built-in lexical legs' indexes, as the backend keeps them (leg_index).
         app = open_kb(self.kb(request, tmp_path / "kb"))
         store = app.store
-        ranked = store.fts_search(["rust"], self.WEIGHTS, 50)
+        fts, word = store.leg_index("fts"), store.leg_index("word")
+        assert fts is not None and word is not None, "the built-in legs' indexes are kept"
+        assert store.leg_index("no_such_leg") is None
+        ranked = fts.search(["rust"], self.WEIGHTS, 50)
         assert {cid for cid, _ in ranked} == _chunks_holding(store, "rust")
         assert ranked == sorted(ranked, key=lambda r: (r[1], r[0]))  # best first, ties by id
         # A phrase is matched whole, case and diacritics folded, NFKC-normalised.
-        assert {cid for cid, _ in store.fts_search(["CAFE"], self.WEIGHTS, 50)} == (
+        assert {cid for cid, _ in fts.search(["CAFE"], self.WEIGHTS, 50)} == (
             _chunks_holding(store, "café")
         )
-        assert {cid for cid, _ in store.fts_search(["full-width"], self.WEIGHTS, 50)} == (
+        assert {cid for cid, _ in fts.search(["full-width"], self.WEIGHTS, 50)} == (
             _chunks_holding(store, "ｆｕｌｌ－ｗｉｄｔｈ")
         )
-        assert store.fts_search(["rust ownership rules"], self.WEIGHTS, 50)
-        assert store.fts_search(["ownership rust"], self.WEIGHTS, 50) == []
-        tokio = store.fts_ids(["tokio"])
+        assert fts.search(["rust ownership rules"], self.WEIGHTS, 50)
+        assert fts.search(["ownership rust"], self.WEIGHTS, 50) == []
+        tokio = fts.ids(["tokio"])
         assert tokio and tokio == _chunks_holding(store, "tokio")
-        assert store.fts_ids(["tokio", "generators"]) == tokio | _chunks_holding(
-            store, "generators"
-        )
-        kept = store.fts_search(["rust"], self.WEIGHTS, 50, excluded=["tokio"])
+        assert fts.ids(["tokio", "generators"]) == tokio | _chunks_holding(store, "generators")
+        kept = fts.search(["rust"], self.WEIGHTS, 50, excluded=["tokio"])
         assert {cid for cid, _ in kept} == _chunks_holding(store, "rust") - tokio
         only = frozenset(sorted(_chunks_holding(store, "rust"))[:1])
-        assert [cid for cid, _ in store.fts_search(["rust"], self.WEIGHTS, 50, only)] == [*only]
-        assert store.fts_search(["rust"], self.WEIGHTS, 1) == ranked[:1]
+        assert [cid for cid, _ in fts.search(["rust"], self.WEIGHTS, 50, only)] == [*only]
+        assert fts.search(["rust"], self.WEIGHTS, 1) == ranked[:1]
         # The word leg's terms: a token, or tokens that stand side by side.
-        words = store.word_search(["状態"], self.WEIGHTS, 50)
-        assert {cid for cid, _ in words} == _chunks_holding(store, "状態")
-        assert store.word_search(["状態 態管"], self.WEIGHTS, 50)  # 状態管理, as bigrams
-        assert store.word_search(["態管 状態"], self.WEIGHTS, 50) == []
-        counts, total = store.word_rows(["状態", "状態 態管"])
+        found = word.search(["状態"], self.WEIGHTS, 50)
+        assert {cid for cid, _ in found} == _chunks_holding(store, "状態")
+        assert word.search(["状態 態管"], self.WEIGHTS, 50)  # 状態管理, as bigrams
+        assert word.search(["態管 状態"], self.WEIGHTS, 50) == []
+        counts, total = word.rows(["状態", "状態 態管"])
         assert counts == {"状態": len(_chunks_holding(store, "状態"))}
         assert total == store.counts()["chunks"]
-        for empty in (
-            store.fts_search([], self.WEIGHTS, 50),
-            store.word_search([], self.WEIGHTS, 50),
-        ):
-            assert empty == []
-        assert store.fts_ids([]) == frozenset()
+        assert fts.search([], self.WEIGHTS, 50) == [] and word.search([], self.WEIGHTS, 50) == []
+        assert fts.ids([]) == frozenset()
+        every = store.chunk_ids_for_docs(d.doc_id for d in store.documents())
+        assert fts.chunk_ids() == word.chunk_ids() == every
 
     def test_unknown_ids_and_paths_are_left_out(self, request: Any, tmp_path: Path) -> None:
         app = open_kb(self.kb(request, tmp_path / "kb"))

@@ -13,7 +13,7 @@ from groove_core.hookspecs import hookimpl
 from groove_core.models import SearchHit
 from groove_core.query import normalize
 from groove_core.sqlite import word_table
-from groove_core.sqlite.store import LEXICAL_RULES_KEY, VECTORS_VERSION_KEY, Store, connect
+from groove_core.sqlite.store import VECTORS_VERSION_KEY, Store, connect
 from groove_core.testing import make_kb
 
 
@@ -90,7 +90,7 @@ CREATE VIRTUAL TABLE word_vocab USING fts5vocab(word_chunks, 'row');
 
 
 def to_schema_3(index: Path) -> None:
-    """Turn a schema-4 SQLite index into what groove wrote at schema 3: lexical tables
+    """Turn a SQLite index into what groove wrote at schema 3: lexical tables
     filled from the chunks, each with its own copy of the text."""
     conn = connect(index)
     conn.execute("BEGIN")
@@ -108,7 +108,7 @@ def to_schema_3(index: Path) -> None:
         )
         word_table.insert_row(conn, chunk_id, heading, context, content)
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
-    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (LEXICAL_RULES_KEY, VECTORS_VERSION_KEY))
+    conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'leg_index:%'", (VECTORS_VERSION_KEY,))
     conn.execute("COMMIT")
     conn.close()
 

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
+from groove_core.leg_index import meta_key
 from groove_core.query import normalize
 from groove_core.sqlite import store as store_module
 from groove_core.sqlite import word_table
+from groove_core.sqlite.lexical_legs import FTS_IDS_SQL, FTS_RANKED_SQL, fts_version, word_version
 from groove_core.sqlite.store import (
-    FTS_IDS_SQL,
-    FTS_RANKED_SQL,
-    LEXICAL_RULES_KEY,
     SCHEMA_VERSION,
     VECTORS_VERSION_KEY,
     Store,
@@ -136,10 +135,12 @@ def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> 
     assert "fts_chunks_content" in _tables(index)
 
     store = Store.open(index)  # a search opens it: the migration runs there
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "5"  # 3 -> 4 -> 5
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "6"  # 3 -> 4 -> 5 -> 6
     assert _lexical_state(store.conn) == before
     assert check_consistency(store).ok
-    assert store.get_meta(VECTORS_VERSION_KEY) and store.get_meta(LEXICAL_RULES_KEY)
+    assert store.get_meta(VECTORS_VERSION_KEY)
+    assert store.get_meta(meta_key("fts")) == fts_version()
+    assert store.get_meta(meta_key("word")) == word_version()
     store.close()
     assert "fts_chunks_content" not in _tables(index)
     app = open_kb(kb, entry_points=False, index=False)
@@ -163,11 +164,14 @@ def slow(conn, rows):
     Path(sys.argv[2]).write_text("filling")
     time.sleep(120)
 word_table.fill = slow
-Store.create(Path(sys.argv[1]))
+Store.open(Path(sys.argv[1]))
 """
 
 
 def test_a_kill_during_the_migration_leaves_a_usable_index(tmp_path: Path) -> None:
+    """The schema steps commit one by one; the lexical tables are then filled as the
+    built-in legs' indexes, in a transaction of their own: a kill there leaves them
+    unfilled (their versions unrecorded) and the next writable open fills them."""
     kb = make_kb(tmp_path / "kb", FILES)
     app = open_kb(kb, entry_points=False)
     index = app.index_file
@@ -184,9 +188,11 @@ def test_a_kill_during_the_migration_leaves_a_usable_index(tmp_path: Path) -> No
         os.kill(proc.pid, signal.SIGKILL)
     finally:
         proc.wait()
-    conn = connect(index)  # the killed transaction is rolled back: schema 3 as it was
-    assert conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "3"
-    assert _lexical_state(conn) == before
+    conn = connect(index)  # the killed fill is rolled back: the migrated schema, not filled
+    version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+    assert version == str(SCHEMA_VERSION)
+    filled = conn.execute("SELECT key FROM meta WHERE key LIKE 'leg_index:%'").fetchall()
+    assert len(filled) < 2  # the trigram index may be filled, the word one is not
     conn.close()
     store = Store.open(index)
     assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
@@ -210,12 +216,14 @@ def test_rows_written_under_other_rules_are_rewritten_before_a_delete(tmp_path: 
             "INSERT INTO fts_chunks(rowid, heading, context, content) VALUES (?, ?, ?, ?)", upper
         )
         word_table.fill(store.conn, upper)
-        store.set_meta(LEXICAL_RULES_KEY, "unicode 0.0; words 0")
+        store.set_meta(meta_key("fts"), "unicode 0.0")
+        store.set_meta(meta_key("word"), "unicode 0.0; words 0")
     (kb / "notes/n03.md").write_text("# Changed\n\nnew text\n")
     (kb / "notes/n04.md").unlink()
     app.index()
     assert check_consistency(app.store).ok
-    assert app.store.get_meta(LEXICAL_RULES_KEY) != "unicode 0.0; words 0"
+    assert app.store.get_meta(meta_key("fts")) == fts_version()
+    assert app.store.get_meta(meta_key("word")) == word_version()
     assert not app.store.conn.execute(FTS_IDS_SQL, ('"OTHER"',)).fetchall()
     app.close()
 

@@ -11,7 +11,8 @@ import pytest
 
 from groove_core.builtins.legs import COMMON_PHRASE_MIN_ROWS, common_phrases
 from groove_core.query import match_expression, parse_query
-from groove_core.sqlite.store import FTS_RANKED_SQL, Store
+from groove_core.sqlite.lexical_legs import FTS_RANKED_SQL
+from groove_core.sqlite.store import Store
 from groove_core.testing import cost_ratio, make_kb, open_kb
 
 ROWS = 4_000

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from groove_core.query import MAX_PHRASES, parse_query
-from groove_core.sqlite.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
+from groove_core.sqlite.lexical_legs import FTS_IDS_SQL, FTS_RANKED_SQL
+from groove_core.sqlite.store import Store
 from groove_core.testing import cost_ratio, open_kb
 
 # 32 distinct words of 5+ letters: each compiles to exactly one phrase.
@@ -107,13 +108,14 @@ def test_queries_without_exclusions_never_run_the_scan(
 ) -> None:
     app = open_kb(notes_kb)
     calls: list[str] = []
-    original = app.store.fts_ids
+    index = app.store.leg_index("fts")
+    original = index.ids
 
     def spy(phrases: Sequence[str]) -> frozenset[int]:
         calls.append(list(phrases))
         return original(phrases)
 
-    monkeypatch.setattr(app.store, "fts_ids", spy)
+    monkeypatch.setattr(index, "ids", spy)
     app.search("rust ownership", limit=3)
     assert calls == []
     app.search("rust -async", limit=3)

@@ -12,16 +12,16 @@ from groove_core import words
 from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.fusion import rrf
+from groove_core.leg_index import meta_key
 from groove_core.models import LegHit, LegKind, LegResult
 from groove_core.query import normalize
 from groove_core.sqlite import word_table
+from groove_core.sqlite.lexical_legs import word_version
 from groove_core.sqlite.store import (
-    LEXICAL_RULES_KEY,
     SCHEMA_VERSION,
     VECTORS_VERSION_KEY,
     Store,
     check_consistency,
-    lexical_rules,
 )
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 from groove_core.weighting import Features, cjk_share, leg_weights, query_script
@@ -173,11 +173,12 @@ def test_table_is_written_deleted_and_checked_by_doctor(kb: Path) -> None:
         conn, [(victim, normalize(heading), normalize(context), normalize(content))]
     )
     found = check_consistency(app.store)
-    assert found.chunks_without_word == {victim} and not found.ok
+    assert found.chunks_without_leg["word"] == {victim} and not found.ok
     app.close()
     runner = CliRunner()
     result = runner.invoke(build_cli(None), ["doctor", str(kb)])
-    assert result.exit_code == 1 and "1 chunks without a word-leg row" in result.output
+    assert result.exit_code == 1
+    assert "1 chunks without a row in the word leg's index" in result.output
     result = runner.invoke(build_cli(None), ["doctor", str(kb), "--repair"])
     assert result.exit_code == 0, result.output
     assert open_kb(kb, entry_points=False, index=False).doctor().healthy
@@ -190,7 +191,7 @@ def test_schema_1_index_migrates_in_place(kb: Path) -> None:
     conn.execute("DROP TABLE word_chunks")
     app.store.set_meta("schema_version", "1")
     app.close()
-    store = Store.create(app.index_file)
+    store = Store.open(app.index_file)  # migrated, then the word leg's index filled
     assert store.get_meta("schema_version") == str(SCHEMA_VERSION)
     chunks = {r[0] for r in store.conn.execute("SELECT id FROM chunks")}
     assert word_table.row_ids(store.conn) == chunks
@@ -221,14 +222,14 @@ def test_an_index_under_the_plural_only_rules_is_refilled_on_open(tmp_path: Path
             ],
         )
         app.store.set_meta(
-            LEXICAL_RULES_KEY, lexical_rules().replace(f"words {words.SEGMENTATION}", "words 1")
+            meta_key("word"), word_version().replace(f"words {words.SEGMENTATION}", "words 1")
         )
     assert not word_table.search(conn, '"run"', (2.0, 1.0, 1.0), 10)
     app.close()
 
     app = open_kb(kb, entry_points=False, index=False)
     conn = app.store.conn
-    assert app.store.get_meta(LEXICAL_RULES_KEY) == lexical_rules()
+    assert app.store.get_meta(meta_key("word")) == word_version()
     assert conn.execute("SELECT term, doc, cnt FROM word_vocab ORDER BY term").fetchall() == (
         fresh_vocab
     )

@@ -312,6 +312,7 @@ def migrate_contentless_lexical(conn: Any) -> None:
     writable open (no re-embedding). One transaction, as every migration step."""
     for table in ("word_vocab", "word_chunks", "fts_chunks"):
         conn.execute(f"DROP TABLE IF EXISTS {table}")
+    conn.execute("DELETE FROM meta WHERE key IN (?, ?)", (meta_key("fts"), meta_key("word")))
     _new_vectors_version(conn)
 
 
@@ -682,6 +683,8 @@ class Store:
                 self.conn.execute(statement)
         self.set_meta("schema_version", str(SCHEMA_VERSION))
         _new_vectors_version(self.conn)
+        for name in self.indexes:  # empty: created and recorded at their versions
+            self._fill(name)
 
     def _migrate(self, version: int) -> None:
         """Forward migrations, one version at a time, each in its own transaction."""
@@ -1291,9 +1294,7 @@ class Consistency:
     def legs_to_fill(self) -> list[str]:
         """The leg indexes whose rows disagree with the chunks."""
         names = {**self.leg_orphans, **self.chunks_without_leg}
-        return [
-            n for n in names if self.leg_orphans.get(n) or self.chunks_without_leg.get(n)
-        ]
+        return [n for n in names if self.leg_orphans.get(n) or self.chunks_without_leg.get(n)]
 
     @property
     def ok(self) -> bool:
@@ -1326,8 +1327,7 @@ def check_consistency(store: Store) -> Consistency:
     current = [(n, idx) for n, (_, idx) in store.indexes.items() if n not in stale]
     skipped = (
         tuple(
-            f"the {name} leg index's own check: it is issued as a write, and the index is "
-            "read-only"
+            f"the {name} leg index's own check: it is issued as a write, and the index is read-only"
             for name, _ in current
         )
         if store.read_only

@@ -2,18 +2,27 @@
 
 It declares itself a ``lexical`` leg (it matches the query's words), so the core's fusion
 rules, ``low_confidence``, ``groove tune`` and ``eval --ablate`` treat it as they treat the
-built-in lexical legs."""
+built-in lexical legs.
+
+It keeps an index of its own (``groove_core.leg_index``): the folded title of every
+document and the document of every chunk, on SQLite (:mod:`groove_title_leg.sqlite`) and
+on PostgreSQL (:mod:`groove_title_leg.postgres`). The indexer writes it with every
+document; a backend without an implementation leaves the leg to scan the documents'
+titles through the storage contract instead (slower, the same answers).
+"""
 
 from __future__ import annotations
 
-import unicodedata
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from groove_core.config import ConfigSection
 from groove_core.context import LegSpec, QueryContext, StageSwitch
 from groove_core.hookspecs import hookimpl
+from groove_core.leg_index import LegIndexSpec
 from groove_core.models import LegHit, LegResult
+from groove_title_leg.common import VERSION, fold
 
 NAME = "titles"
 
@@ -27,8 +36,20 @@ class TitleLegSettings(BaseModel):
     max_documents: int = Field(10, ge=1, le=1000, description="title matches that count")
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
+def _sqlite(conn: Any) -> Any:
+    from groove_title_leg.sqlite import title_index
+
+    return title_index(conn)
+
+
+def _postgres(site: Any) -> Any:
+    from groove_title_leg.postgres import title_index  # psycopg only for PostgreSQL users
+
+    return title_index(site)
+
+
+#: The leg's index: its name is what ``ctx.store.leg_index`` is asked for.
+INDEX = LegIndexSpec(NAME, VERSION, {"sqlite": _sqlite, "postgres": _postgres})
 
 
 @hookimpl
@@ -46,27 +67,46 @@ def groove_stage_switches() -> list[StageSwitch]:
 @hookimpl
 def groove_legs() -> list[LegSpec]:
     # raw_score: how many of the query's phrases the title holds (more is better)
-    return [LegSpec(NAME, "lexical", search, score="similarity")]
+    return [LegSpec(NAME, "lexical", search, score="similarity", index=INDEX)]
 
 
 def search(ctx: QueryContext) -> LegResult | None:
     if not ctx.active(NAME) or not ctx.query.positives:
         return None
     settings = ctx.settings.get(TitleLegSettings)
-    phrases = [_fold(p) for p in ctx.query.positives]
+    phrases = [fold(p) for p in ctx.query.positives]
+    index = ctx.store.leg_index(NAME)
+    if index is not None:
+        found = index.documents(phrases, settings.max_documents)
+        chunks = {doc_id: index.chunks(doc_id) for doc_id, _ in found}
+        meta = {"index": True, "documents": len(found)}
+    else:
+        found, chunks = _scan(ctx, phrases, settings.max_documents)
+        meta = {"index": False, "documents": len(found)}
+    allowed, excluded = ctx.allowed_ids(), ctx.excluded_ids()
+    hits: list[LegHit] = []
+    for doc_id, matched in found:
+        for cid in chunks[doc_id]:
+            if cid in excluded or (allowed is not None and cid not in allowed):
+                continue
+            hits.append(LegHit(cid, float(matched)))
+    return LegResult(NAME, tuple(hits[: ctx.leg_size]), meta)
+
+
+def _scan(
+    ctx: QueryContext, phrases: list[str], limit: int
+) -> tuple[list[tuple[int, int]], dict[int, list[int]]]:
+    """Without an index of its own (a backend it has none for): every document's title,
+    read through the storage contract."""
     scored = []
     for doc in ctx.store.documents():
-        title = _fold(doc.title)
+        title = fold(doc.title)
         matched = sum(1 for p in phrases if p in title)
         if matched:
             scored.append((-matched, doc.path, doc.doc_id))
     scored.sort()
-    allowed, excluded = ctx.allowed_ids(), ctx.excluded_ids()
-    hits: list[LegHit] = []
-    for negative_matches, _path, doc_id in scored[: settings.max_documents]:
-        for chunk in ctx.store.document_chunks(doc_id):
-            cid = chunk.chunk_id
-            if cid in excluded or (allowed is not None and cid not in allowed):
-                continue
-            hits.append(LegHit(cid, float(-negative_matches)))
-    return LegResult(NAME, tuple(hits[: ctx.leg_size]))
+    found = [(doc_id, -negative) for negative, _path, doc_id in scored[:limit]]
+    chunks = {
+        doc_id: [c.chunk_id for c in ctx.store.document_chunks(doc_id)] for doc_id, _ in found
+    }
+    return found, chunks

@@ -8,10 +8,18 @@ import groove_title_leg
 import pytest
 from click.testing import CliRunner
 
+from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError, GrooveConfig
+from groove_core.indexer import IndexProgress
 from groove_core.plugins import list_plugins, make_plugin_manager
-from groove_core.testing import FAST_CONFIG, check_candidate_leg, make_kb, open_kb
+from groove_core.testing import (
+    FAST_CONFIG,
+    check_candidate_leg,
+    check_leg_index,
+    make_kb,
+    open_kb,
+)
 
 NOTES = {
     "a.md": "---\ntitle: Deployment runbook\n---\n# Steps\n\nShip it carefully.\n",
@@ -87,3 +95,76 @@ def test_its_switch_is_a_parameter_of_the_mcp_search_tool(tmp_path: Path) -> Non
 
     schema = asyncio.run(search_schema())
     assert "titles" in schema["properties"]  # type: ignore[operator]
+
+
+def _app(tmp_path: Path, notes: dict[str, str] | None = None) -> Groove:
+    return open_kb(
+        make_kb(tmp_path / "kb", NOTES if notes is None else notes),
+        entry_points=False,
+        extra_plugins=[("titles", groove_title_leg)],
+    )
+
+
+def test_its_index_keeps_the_leg_index_contract(tmp_path: Path) -> None:
+    check_leg_index(_app(tmp_path), "titles")
+
+
+def test_it_searches_its_own_index_and_answers_as_a_scan_would(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notes = {
+        **NOTES,
+        "d.md": "---\ntitle: Runbook for the deployment of Ｖｕｅ\n---\n# One\n\na\n\n# Two\n\nb\n",
+        "e/f.md": "# Deployment\n\nThe deployment of the garden.\n",
+    }
+    app = _app(tmp_path, notes)
+    assert app.store.leg_index("titles") is not None
+    queries = ("deployment runbook", "vue deployment", "garden", "runbook -carefully")
+    indexed = {}
+    for query in queries:
+        _, legs, _ = app.search_explained(query, limit=10, options={"titles": True})
+        leg = next(leg for leg in legs if leg.name == "titles")
+        assert leg.meta["index"] is True
+        indexed[query] = [(h.chunk_id, h.raw_score) for h in leg.hits]
+    assert indexed["vue deployment"][0][1] == 2.0  # NFKC: the full-width title matches
+    # Without its index (a backend it has none for) the leg scans the titles: same answers.
+    original = type(app.store).leg_index
+    monkeypatch.setattr(
+        type(app.store),
+        "leg_index",
+        lambda self, name: None if name == "titles" else original(self, name),
+    )
+    for query in queries:
+        _, legs, _ = app.search_explained(query, limit=10, options={"titles": True})
+        leg = next(leg for leg in legs if leg.name == "titles")
+        assert leg.meta["index"] is False
+        assert [(h.chunk_id, h.raw_score) for h in leg.hits] == indexed[query], query
+
+
+def test_enabling_it_on_an_indexed_kb_fills_its_index_once_with_progress(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES)
+    open_kb(kb, entry_points=False).close()  # indexed without the leg
+    app = open_kb(kb, entry_points=False, index=False, extra_plugins=[("titles", groove_title_leg)])
+    events: list[IndexProgress] = []
+    report = app.index(progress=events.append)
+    filling = [e for e in events if e.stage == "filling the titles leg's index"]
+    assert filling and filling[-1].work_done == filling[-1].work_total == report.chunks_total
+    assert report.unchanged == len(NOTES)  # no file read again
+    assert app.store.leg_index("titles") is not None
+    again: list[IndexProgress] = []
+    app.index(progress=again.append)
+    assert not [e for e in again if e.stage.startswith("filling")]  # once
+    response = app.search("deployment runbook", options={"titles": True})
+    assert response.results[0].path == "a.md"
+
+
+def test_disabling_it_leaves_its_index_to_be_filled_again(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "kb", NOTES)
+    app = open_kb(kb, entry_points=False, extra_plugins=[("titles", groove_title_leg)])
+    app.close()
+    without = open_kb(kb, entry_points=False, index=False)
+    (kb / "d.md").write_text("# Deployment diary\n\nNew.\n")
+    without.index()  # written without the leg: its index misses this note
+    without.close()
+    app = open_kb(kb, entry_points=False, index=False, extra_plugins=[("titles", groove_title_leg)])
+    check_leg_index(app, "titles")  # filled again on open: the new note's chunk included

@@ -8,9 +8,13 @@ docs/storage-backends.md) over :class:`groove_postgres.store.PostgresStore`.
   complete, swaps it for the ``live`` one in one transaction; the replaced rows are
   deleted afterwards. A kill leaves the old index serving and a staging row that the next
   run (or ``tidy``) removes. ``reembed`` copies the live rows to staging, re-embeds, swaps.
+  A leg index with tables of its own is written along in a rebuild, filled from the
+  copied chunks in a re-embed, and loses a removed KB row's rows with it.
 * ``diagnose`` checks in SQL what must agree (vectors, lexical and word rows, the bm25
-  statistics, an unfinished run) and repairs in place: statistics are recounted, documents
-  whose rows disagree are forgotten so the index run that follows writes them again.
+  statistics, an unfinished run), and each leg index with tables of its own (its chunk
+  ids against the chunks, its own check); it repairs in place: statistics are recounted,
+  a disagreeing leg index is filled again, documents whose rows disagree are forgotten so
+  the index run that follows writes them again.
 """
 
 from __future__ import annotations
@@ -38,6 +42,7 @@ if TYPE_CHECKING:
     import psycopg
 
     from groove_core.indexer import IndexReport
+    from groove_core.leg_index import BoundIndex
     from groove_core.storage import IndexStore
     from groove_postgres.store import Database, PostgresStore
 
@@ -56,9 +61,16 @@ class PostgresBackend:
 
     name = NAME
 
-    def __init__(self, settings: PostgresSettings, kb: str) -> None:
+    def __init__(
+        self,
+        settings: PostgresSettings,
+        kb: str,
+        leg_indexes: tuple[BoundIndex, ...] | None = None,
+    ) -> None:
         self.settings = settings
         self.kb = kb
+        #: The enabled legs' indexes (None: the built-in lexical legs', as a bare store).
+        self.leg_indexes = leg_indexes
         self.label = f"postgres db {_dbname(settings)}, KB {kb}"
         # No host and no user: over MCP this is shown to remote clients.
         self.public_label = f"postgres, KB {kb}"
@@ -101,17 +113,26 @@ class PostgresBackend:
         return self.db.kb_id(self.kb) is not None
 
     def open(self) -> PostgresStore:
-        from groove_postgres.store import PostgresStore
-
         kb_id = self.db.kb_id(self.kb)
         if kb_id is None:
             raise StoreError(
                 f"no index {self.label} in this database: run 'groove index' on the knowledge "
                 "base first"
             )
-        store = PostgresStore(self.db, kb_id, self.kb)
-        store.check_word_rules()
+        store = self._store(kb_id)
+        try:
+            store.check_word_rules()
+            store.sync_on_open()
+        except BaseException:
+            store.close()
+            raise
         return store
+
+    def _store(self, kb_id: int) -> PostgresStore:
+        """A store of the KB row ``kb_id`` with the enabled legs' indexes."""
+        from groove_postgres.store import PostgresStore
+
+        return PostgresStore(self.db, kb_id, self.kb, indexes=self.leg_indexes)
 
     def current(self, store: IndexStore) -> bool:
         """Whether ``store`` still reads the live rows (one indexed lookup)."""
@@ -153,7 +174,8 @@ class PostgresBackend:
                 PostgresStore(db, live, self.kb).check_word_rules()
             if mode == "update":
                 assert live is not None
-                store = PostgresStore(db, live, self.kb)
+                # The indexer fills the leg indexes not filled yet first (with progress).
+                store = self._store(live)
                 # A first index fills an empty KB: its HNSW index is built at the end, its
                 # document frequencies written once (docs/benchmarks.md, issue #17).
                 store.defer_vector_index = store.defer_statistics = store.is_empty()
@@ -201,7 +223,7 @@ class PostgresBackend:
             store.close()
 
     def _rebuild(self, work: Callable[[IndexStore], IndexReport], *, copy: bool) -> IndexReport:
-        from groove_postgres.store import LIVE, STAGING, PostgresStore
+        from groove_postgres.store import LIVE, STAGING
 
         db = self.db
         try:
@@ -212,7 +234,9 @@ class PostgresBackend:
                 live = db.kb_id(self.kb, LIVE)
                 assert live is not None
                 self._copy(live, staging)
-            target = PostgresStore(db, staging, self.kb)
+            # A copy's leg indexes with tables of their own are filled from its chunks by
+            # the indexer's first step (their versions were not copied, _copy).
+            target = self._store(staging)
             # Built once, before the swap (_run); the statistics written once, at the end.
             target.defer_vector_index = target.defer_statistics = True
             report = self._run(work, target, _UNTOUCHED)
@@ -269,6 +293,9 @@ class PostgresBackend:
             ]
         for kb_id in ids:
             with self._write("removing the unfinished index of") as conn:
+                # The leg indexes' rows of the KB row, for those whose tables do not
+                # cascade from kbs (only the enabled legs' are known here).
+                self._store(kb_id).drop_leg_indexes(conn)
                 conn.execute(f"DROP INDEX IF EXISTS {s}.vectors_hnsw_{kb_id}")
                 # The word postings have no foreign key (groove_postgres.store._word_tf_sql).
                 conn.execute(f"DELETE FROM {s}.word_tf WHERE kb = %s", (kb_id,))
@@ -276,7 +303,16 @@ class PostgresBackend:
 
     def _copy(self, live: int, staging: int) -> None:
         """Copy the live rows (not the vectors, which a re-embed replaces) to staging, in
-        one transaction; chunk ids are new and keep their order."""
+        one transaction; chunk ids are new and keep their order. The built-in lexical legs'
+        rows come along (they are the chunk rows, the postings and the statistics), and so
+        their recorded versions; a leg index with tables of its own is not copied (groove
+        knows no more of its rows than its methods), nor its version: the indexer fills it
+        from the staging chunks before anything else, so a version is never recorded
+        without the rows."""
+        from groove_core.leg_index import META_PREFIX, meta_key
+        from groove_postgres.legs import builtin_versions
+
+        builtin = [meta_key(n) for n in builtin_versions()]
         s = self.db.s
         chunk_columns = (
             "ordinal, heading, heading_path, level, context, content, token_count, byte_start, "
@@ -339,8 +375,9 @@ class PostgresBackend:
                 # so its record replaces the one the new staging row was created with.
                 f"INSERT INTO {s}.meta(kb, key, value) SELECT %s, key, value FROM {s}.meta "
                 "WHERE kb = %s AND key NOT IN ('embedder', 'embedder_dim') "
+                "AND (NOT starts_with(key, %s) OR key = ANY(%s)) "
                 "ON CONFLICT (kb, key) DO UPDATE SET value = excluded.value",
-                (staging, live),
+                (staging, live, META_PREFIX, builtin),
             )
             conn.execute(
                 f"UPDATE {s}.kbs t SET nrow = f.nrow, ntok = f.ntok, wtok = f.wtok "
@@ -381,6 +418,11 @@ class PostgresBackend:
             waiting = store.pending_vectors()
             if waiting:
                 result.notes.append(semantic_note(waiting, store.counts()["chunks"]))
+            for name in found.stale_legs:
+                result.notes.append(
+                    f"the {name} leg's index is not filled yet (a leg enabled since the last "
+                    "write, or new rules): the leg finds nothing until 'groove index' fills it"
+                )
             if repair and (not found.ok or found.pending):
                 # Only while no run holds the KB's lock: a running build may write its
                 # pending frequencies at its end (a recount meanwhile would count its rows
@@ -411,20 +453,37 @@ class _Found:
     def __init__(self) -> None:
         self.chunks: dict[str, list[int]] = {}
         self.stats: list[str] = []
+        #: Per leg index with tables of its own: its rows without a chunk, the chunks
+        #: without its rows, and what its own check found.
+        self.legs: dict[str, tuple[frozenset[int], frozenset[int], list[str]]] = {}
+        #: Enabled leg indexes not filled under their version: a note, not damage.
+        self.stale_legs: list[str] = []
         #: What the index run that follows a repair fixes by itself (a missing HNSW index).
         self.unbuilt: list[str] = []
         #: A killed filling build left the document frequencies unwritten (its mark).
         self.pending = False
 
     @property
+    def legs_to_fill(self) -> list[str]:
+        """The leg indexes whose rows disagree with the chunks, or whose own check failed:
+        a repair fills them again from the chunks."""
+        return [n for n, (orphans, missing, bad) in self.legs.items() if orphans or missing or bad]
+
+    @property
     def ok(self) -> bool:
-        return not self.stats and not any(self.chunks.values())
+        return not self.stats and not any(self.chunks.values()) and not self.legs_to_fill
 
     def damaged_chunks(self) -> list[int]:
         return sorted({c for ids in self.chunks.values() for c in ids})
 
     def describe(self) -> list[str]:
         out = [f"{len(ids)} {label}" for label, ids in self.chunks.items() if ids]
+        for name, (orphans, missing, bad) in self.legs.items():
+            if orphans:
+                out.append(f"{len(orphans)} rows of the {name} leg's index without a chunk")
+            if missing:
+                out.append(f"{len(missing)} chunks without a row in the {name} leg's index")
+            out += [f"the {name} leg's index: {problem}" for problem in bad]
         return out + self.stats + self.unbuilt
 
 
@@ -472,6 +531,7 @@ def _check(store: PostgresStore) -> _Found:
                 f"SELECT chunk_id FROM {s}.vectors WHERE kb = %s AND vector_dims(embedding) <> %s",
                 (kb, identity[1]),
             )
+        _check_legs(store, conn, found)
         found.chunks["rows of another KB under this KB's documents"] = _ids(
             conn,
             f"SELECT c.id FROM {s}.chunks c JOIN {s}.documents d ON d.id = c.doc_id "
@@ -558,14 +618,37 @@ def _check(store: PostgresStore) -> _Found:
     return found
 
 
+def _check_legs(store: PostgresStore, conn: psycopg.Connection[Any], found: _Found) -> None:
+    """Each enabled leg index with tables of its own, filled under its version: its chunk
+    ids against the KB's chunks, and its own check (the built-in legs' rows are the chunk
+    rows, checked by the SQL of :func:`_check`)."""
+    stale = set(store.stale_leg_indexes())
+    generic = store.generic_indexes()
+    found.stale_legs = [n for n in store.indexes if n in stale and n in generic]
+    current = {n: index for n, index in generic.items() if n not in stale}
+    if not current:
+        return
+    chunks = frozenset(
+        _ids(conn, f"SELECT id FROM {store.db.s}.chunks WHERE kb = %s", (store.kb_id,))
+    )
+    for name, index in current.items():
+        held = frozenset(int(i) for i in index.chunk_ids())
+        found.legs[name] = (held - chunks, chunks - held, list(index.check()))
+
+
 def _repair(store: PostgresStore, found: _Found) -> list[str]:
-    """Forget the documents whose rows disagree and recount the statistics, in one
-    transaction; the paths forgotten."""
+    """Fill again the leg indexes that disagree with the chunks, forget the documents
+    whose rows disagree and recount the statistics, in one transaction; the paths
+    forgotten."""
     from groove_postgres.store import _StatsDelta
 
     s, kb = store.db.s, store.kb_id
     damaged = found.damaged_chunks()
     with store.transaction() as conn:
+        # First: deleting a document below hands its chunks to every leg index.
+        for name in found.legs_to_fill:
+            store._fill(conn, name)
+        generic = store._writing(conn)
         rows = conn.execute(
             f"SELECT DISTINCT d.id, d.path FROM {s}.documents d JOIN {s}.chunks c "
             "ON c.doc_id = d.id WHERE d.kb = %s AND c.id = ANY(%s)",
@@ -576,7 +659,7 @@ def _repair(store: PostgresStore, found: _Found) -> list[str]:
             store.set_meta(INCOMPLETE_KEY, str(time.time()))
         stats = _StatsDelta()
         for doc_id, _ in rows:
-            store._delete_doc(conn, int(doc_id), stats)
+            store._delete_doc(conn, int(doc_id), stats, generic)
         conn.execute(
             f"UPDATE {s}.kbs k SET nrow = c.n, ntok = c.t, wtok = c.w FROM (SELECT count(*) AS n, "
             "coalesce(sum(ntok), 0) AS t, coalesce(sum(wtok), 0) AS w "
@@ -609,4 +692,4 @@ def factory(ctx: BackendContext) -> PostgresBackend:
     """The backend of ``ctx``'s KB: ``[store]`` settings, the KB key defaulting to the
     KB's name."""
     settings = ctx.settings.get(PostgresSettings)
-    return PostgresBackend(settings, settings.kb or ctx.kb_name)
+    return PostgresBackend(settings, settings.kb or ctx.kb_name, ctx.leg_indexes.get(NAME))

@@ -15,7 +15,8 @@ content)``. Here:
   occurrences, as trigram positions count them) and its length in trigram tokens, and the
   KB's average length — kept in ``kbs`` and per-chunk ``ntok``, written in the
   documents' own transaction. Per-trigram document frequencies (``trigram_df``) answer the
-  common-phrase rule (``trigram_rows``), as FTS5's vocabulary does for the SQLite store;
+  common-phrase rule (``PgTrigramIndex.rows``, groove_postgres.legs), as FTS5's
+  vocabulary does for the SQLite store;
   a build that fills a KB writes them once, at its end (``PostgresStore.defer_statistics``).
 * a phrase of Latin letters and digits alone (what the leg mostly searches: the words of
   a question's Latin text, since it leaves Japanese to the word leg) is scored without

@@ -14,6 +14,13 @@ same answers as the SQLite store (``groove_core.sqlite.store.Store``); what diff
   postings) and a GIN index over each chunk's tokens, with its own statistics
   (``groove_postgres.wordleg``); the vector leg is pgvector HNSW (L2,
   as sqlite-vec), one partial index per KB because each KB has its own embedder dimension.
+  The two lexical legs' rows are columns of the chunk row, written here with each chunk;
+  their queries live in their leg indexes (``groove_postgres.legs``), which the legs
+  reach through :meth:`PostgresStore.leg_index`.
+* Every enabled leg's index (``groove_core.leg_index``) is bound to the store's
+  :class:`~groove_postgres.legs.PostgresSite`; one with tables of its own is handed every
+  document written or deleted in the document's transaction, and filled from the KB's
+  chunks when it was not filled under its version (meta ``leg_index:<name>``, per KB).
 * Writes take a transaction-scoped advisory lock keyed by the KB; an index run takes a
   session-scoped one keyed by the KB's name (:meth:`Database.run_lock`), so two runs queue.
 * Reads and writes borrow connections from a psycopg pool that every store of one
@@ -32,7 +39,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from itertools import chain
 from operator import itemgetter
@@ -42,6 +49,7 @@ import numpy as np
 
 from groove_core import links as core_links
 from groove_core import words
+from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.query import normalize
 from groove_core.rows import (
     Backlink,
@@ -92,6 +100,11 @@ TRIGRAM_PROBE = "日本語の文章"
 LOCK_SCHEMA = 0x67727630  # 'grv0'
 LOCK_RUN = 0x67727631
 LOCK_WRITE = 0x67727632
+#: The second key of the lock a leg index's fill holds (in the namespace LOCK_SCHEMA) while
+#: it creates the index's tables: two KBs filling one leg's index do not race to create them.
+LOCK_LEG_TABLES = 3
+#: Chunks read per step when a leg index is filled from the chunks.
+FILL_BATCH = 1_000
 #: Up to this many allowed chunks, a filtered KNN is an exact scan of just those rows.
 EXACT_KNN_MAX_ROWS = 20_000
 #: Candidates fetched beyond k, so that a near-tie at the k-th place is ranked as SQLite
@@ -294,6 +307,38 @@ def word_rules() -> str:
     bare rules, finds it differs and rewrites the word columns (recording the bare rules),
     which in turn tells this code that the postings may be stale."""
     return f"{words.SEGMENTATION}+tf{WORD_TF_VERSION}"
+
+
+def rows_in_chunks(index: Any) -> bool:
+    """Whether the store writes ``index``'s rows with the chunk rows: the built-in lexical
+    legs' indexes on PostgreSQL (``groove_postgres.legs``), never filled from the chunks nor
+    written through the ``LegIndex`` methods."""
+    return getattr(index, "rows_in_chunks", False) is True
+
+
+def _indexed_sql(s: str) -> str:
+    """Reads chunks as leg indexes receive them (``IndexedChunk``), as the SQLite store
+    does (a chunk without its document would come with an empty path and title; here the
+    foreign key keeps there from being one)."""
+    return (
+        "SELECT c.id, c.doc_id, coalesce(d.path, ''), coalesce(d.title, ''), c.heading, "
+        f"c.context, c.content FROM {s}.chunks c LEFT JOIN {s}.documents d ON d.id = c.doc_id "
+    )
+
+
+def _indexed(rows: Iterable[Sequence[Any]]) -> list[IndexedChunk]:
+    return [
+        IndexedChunk(int(r[0]), int(r[1]), str(r[2]), str(r[3]), str(r[4]), str(r[5]), str(r[6]))
+        for r in rows
+    ]
+
+
+def _cannot_write(err: BaseException | None) -> bool:
+    """Whether a psycopg error says this session may not write (privileges, a read-only
+    transaction or server)."""
+    from psycopg import errors
+
+    return isinstance(err, (errors.InsufficientPrivilege, errors.ReadOnlySqlTransaction))
 
 
 def _ascii_lower(tag: str) -> str:
@@ -539,7 +584,10 @@ class Database:
         while True:
             left = deadline - time.monotonic()
             try:
-                return pool.getconn(timeout=max(min(POOL_WAIT_SLICE, left), 0.001))
+                conn: psycopg.Connection[Any] = pool.getconn(
+                    timeout=max(min(POOL_WAIT_SLICE, left), 0.001)
+                )
+                return conn
             except PoolTimeout:
                 if left <= POOL_WAIT_SLICE:
                     raise PoolTimeout(
@@ -664,7 +712,17 @@ class PostgresStore:
     the store), for scripts and tests. ``label`` names the index in messages.
     """
 
-    def __init__(self, db: Database, kb_id: int, kb_name: str, *, owns_db: bool = False) -> None:
+    def __init__(
+        self,
+        db: Database,
+        kb_id: int,
+        kb_name: str,
+        *,
+        owns_db: bool = False,
+        indexes: Sequence[BoundIndex] | None = None,
+    ) -> None:
+        from groove_postgres.legs import PostgresSite, default_indexes
+
         self.db = db
         self.settings = db.settings
         self.kb_id = kb_id
@@ -685,22 +743,50 @@ class PostgresStore:
         #: (:meth:`recover_statistics`).
         self.defer_statistics = False
         self._run_df: _Frequencies | None = None
+        #: The site the leg indexes are bound to (``groove_postgres.legs.PostgresSite``).
+        self.site = PostgresSite(self)
+        #: The enabled legs' indexes (``groove_core.leg_index``), each bound to :attr:`site`;
+        #: the built-in lexical legs' when the caller names none.
+        self.indexes: dict[str, tuple[BoundIndex, LegIndex]] = {
+            b.name: (b, b.factory(self.site))
+            for b in (default_indexes() if indexes is None else indexes)
+        }
 
     # -- opening -------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
-        """Open an existing KB's index for searching."""
-        return cls._standalone(settings, kb, label, create=False)
+    def open(
+        cls,
+        settings: PostgresSettings,
+        kb: str,
+        label: str | None = None,
+        indexes: Sequence[BoundIndex] | None = None,
+    ) -> PostgresStore:
+        """Open an existing KB's index for searching (its leg indexes brought to their
+        versions first, :meth:`sync_on_open`). ``indexes``: the enabled legs' indexes
+        (None: the built-in lexical legs')."""
+        return cls._standalone(settings, kb, label, indexes, create=False)
 
     @classmethod
-    def create(cls, settings: PostgresSettings, kb: str, label: str | None = None) -> PostgresStore:
+    def create(
+        cls,
+        settings: PostgresSettings,
+        kb: str,
+        label: str | None = None,
+        indexes: Sequence[BoundIndex] | None = None,
+    ) -> PostgresStore:
         """Open the KB's index for writing, creating the schema and the KB as needed."""
-        return cls._standalone(settings, kb, label, create=True)
+        return cls._standalone(settings, kb, label, indexes, create=True)
 
     @classmethod
     def _standalone(
-        cls, settings: PostgresSettings, kb: str, label: str | None, *, create: bool
+        cls,
+        settings: PostgresSettings,
+        kb: str,
+        label: str | None,
+        indexes: Sequence[BoundIndex] | None,
+        *,
+        create: bool,
     ) -> PostgresStore:
         db = Database(settings, label or f"'{kb}' (PostgreSQL)")
         try:
@@ -710,8 +796,9 @@ class PostgresStore:
                     f"no index {db.label} in this database: run 'groove index' on the "
                     "knowledge base first"
                 )
-            store = cls(db, kb_id, kb, owns_db=True)
+            store = cls(db, kb_id, kb, owns_db=True, indexes=indexes)
             store.check_word_rules()
+            store.sync_on_open()
         except BaseException:
             db.close()
             raise
@@ -880,11 +967,11 @@ class PostgresStore:
         try:
             with self.db.connection() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_WRITE, self.kb_id))
-                self._local.conn = conn
+                self._local.conn, self._local.recorded = conn, None
                 try:
                     yield conn
                 finally:
-                    self._local.conn = None
+                    self._local.conn = self._local.recorded = None
         except pg_errors() as err:
             raise self._error(err, "writing") from err
 
@@ -898,11 +985,11 @@ class PostgresStore:
         try:
             with self.db.connection() as conn:
                 conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                self._local.conn = conn
+                self._local.conn, self._local.recorded = conn, None
                 try:
                     yield
                 finally:
-                    self._local.conn = None
+                    self._local.conn = self._local.recorded = None
         except pg_errors() as err:
             # Chained (never shown: the CLI prints the message) so a backend can say more.
             raise self._error(err, "reading") from err
@@ -934,6 +1021,165 @@ class PostgresStore:
         conn.execute(
             f"DELETE FROM {self._s}.meta WHERE kb = %s AND key = ANY(%s)", (self.kb_id, list(keys))
         )
+
+    # -- leg indexes (groove_core.leg_index) ----------------------------------------------
+
+    def _recorded(self) -> dict[str, str]:
+        """Leg index name -> the version it was filled under (this KB's meta keys
+        ``leg_index:<name>``). Read once per snapshot or transaction, where nothing else
+        can change them: a search asks for several indexes in one snapshot."""
+        pinned = getattr(self._local, "conn", None) is not None
+        if pinned:
+            cached: dict[str, str] | None = getattr(self._local, "recorded", None)
+            if cached is not None:
+                return cached
+        with self._conn() as conn:
+            rows = conn.execute(
+                f"SELECT key, value FROM {self._s}.meta WHERE kb = %s AND starts_with(key, %s)",
+                (self.kb_id, META_PREFIX),
+            ).fetchall()
+        found = {str(k)[len(META_PREFIX) :]: str(v) for k, v in rows}
+        if pinned:
+            self._local.recorded = found
+        return found
+
+    def _forget_recorded(self) -> None:
+        if getattr(self._local, "conn", None) is not None:
+            self._local.recorded = None
+
+    def stale_leg_indexes(self) -> list[str]:
+        """The enabled leg indexes not filled under their current version (the built-in
+        lexical legs' too while their version is not recorded: recording it is their
+        whole fill)."""
+        recorded = self._recorded()
+        return [n for n, (b, _) in self.indexes.items() if recorded.get(n) != b.version]
+
+    def generic_indexes(self) -> dict[str, LegIndex]:
+        """The enabled leg indexes whose rows live in tables of their own (every one but
+        the built-in lexical legs', whose rows are the chunk rows), by name."""
+        return {n: index for n, (_, index) in self.indexes.items() if not rows_in_chunks(index)}
+
+    def leg_index(self, name: str) -> Any | None:
+        """The leg index ``name`` bound to this store's site, for its leg's queries; None
+        when this store keeps none of that name, or when it is not filled under its
+        current version (until a writable open or an index run fills it). The built-in
+        lexical legs' are always served: their rows are the chunk rows, complete whenever
+        the chunks are (``groove_postgres.legs``), so they cost no version check. Cost:
+        one meta read per snapshot for the others."""
+        found = self.indexes.get(name)
+        if found is None:
+            return None
+        bound, index = found
+        if rows_in_chunks(index):
+            return index
+        return index if self._recorded().get(name) == bound.version else None
+
+    def sync_leg_indexes(self, progress: Callable[[str, int, int], None] | None = None) -> None:
+        """Fill every enabled leg index not filled under its current version from the
+        KB's chunks, each in one transaction (the KB's write lock held: another process
+        may have filled it meanwhile, and then this one does not), reporting (index,
+        chunks done, chunks in all) every :data:`FILL_BATCH` chunks."""
+        for name in self.stale_leg_indexes():
+            with self.transaction() as conn:
+                if name in self.stale_leg_indexes():
+                    self._fill(conn, name, progress)
+
+    def sync_on_open(self) -> None:
+        """:meth:`sync_leg_indexes` when a store is opened, as the SQLite store's writable
+        open does. A role that may not write (or a read-only server) leaves the indexes as
+        they are: those not filled serve their legs nothing until an index run fills them."""
+        if not self.stale_leg_indexes():
+            return
+        try:
+            self.sync_leg_indexes()
+        except StoreError as err:
+            if not _cannot_write(err.__cause__):
+                raise
+            log.debug("not filling the leg indexes of %s: %s", self.label, err.__cause__)
+
+    def _fill(
+        self,
+        conn: psycopg.Connection[Any],
+        name: str,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> None:
+        """Empty the leg index ``name`` of this KB's rows and write every chunk of the KB
+        into it, :data:`FILL_BATCH` chunks at a time in id order, in the caller's
+        transaction; then record its version. ``create`` comes first (the tables outlive
+        a KB, and ``drop`` only deletes this KB's rows), under a lock that keeps another
+        KB's fill from creating the same tables at once. The built-in lexical legs'
+        indexes only have their version recorded: their rows are the chunk rows, written
+        with every chunk, so they are complete already (no pass over the chunks)."""
+        bound, index = self.indexes[name]
+        if not rows_in_chunks(index):
+            conn.execute("SELECT pg_advisory_xact_lock(%s, %s)", (LOCK_SCHEMA, LOCK_LEG_TABLES))
+            index.create(conn)
+            index.drop(conn)
+            row = conn.execute(
+                f"SELECT count(*) FROM {self._s}.chunks WHERE kb = %s", (self.kb_id,)
+            ).fetchone()
+            total = int(row[0]) if row else 0
+            after, done = 0, 0
+            while True:
+                batch = _indexed(
+                    conn.execute(
+                        _indexed_sql(self._s) + "WHERE c.kb = %s AND c.id > %s ORDER BY c.id "
+                        "LIMIT %s",
+                        (self.kb_id, after, FILL_BATCH),
+                    ).fetchall()
+                )
+                if not batch:
+                    break
+                index.write(conn, batch)
+                after = batch[-1].chunk_id
+                done += len(batch)
+                if progress is not None:
+                    progress(name, done, total)
+        conn.execute(
+            f"INSERT INTO {self._s}.meta(kb, key, value) VALUES (%s, %s, %s) "
+            "ON CONFLICT (kb, key) DO UPDATE SET value = excluded.value",
+            (self.kb_id, meta_key(name), bound.version),
+        )
+        self._forget_recorded()
+
+    def _writing(self, conn: psycopg.Connection[Any]) -> list[LegIndex]:
+        """In a write transaction, before rows change: the leg indexes to write (those
+        with tables of their own: the built-in legs' rows are written with the chunk).
+        Each enabled one not filled under its version is filled first (deleting a row
+        needs it there); an index of a leg no longer enabled is marked stale (its version
+        forgotten), since it misses this write: enabling the leg again fills it once. Not
+        the built-in legs' at their version, which this store writes whatever legs are
+        enabled."""
+        from groove_postgres.legs import builtin_versions
+
+        recorded = self._recorded()
+        always = builtin_versions()
+        gone = [n for n, v in recorded.items() if n not in self.indexes and always.get(n) != v]
+        if gone:
+            self._delete_meta(conn, *(meta_key(n) for n in gone))
+            self._forget_recorded()
+        for name, (bound, _) in self.indexes.items():
+            if recorded.get(name) != bound.version:
+                self._fill(conn, name)
+        return list(self.generic_indexes().values())
+
+    def drop_leg_indexes(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """Remove this KB's rows from every enabled leg index with tables of its own
+        (before the KB's row is deleted), each in a savepoint: a failing one is logged
+        and left to its tables' ``ON DELETE CASCADE``, never in the way of the deletion.
+        The names of those that failed."""
+        failed = []
+        for name, index in self.generic_indexes().items():
+            try:
+                with conn.transaction():
+                    index.drop(conn)
+            except Exception as err:
+                from psycopg.errors import UndefinedTable
+
+                if not isinstance(err, UndefinedTable):  # never created: nothing to drop
+                    log.warning("could not drop the %s leg's index rows: %s", name, err)
+                    failed.append(name)
+        return failed
 
     def begin_run(self) -> None:
         """Mark the index incomplete while a run fills it from empty (as the SQLite store)."""
@@ -1209,11 +1455,12 @@ class PostgresStore:
         stats = _StatsDelta()
         deferred = self._deferring()
         with self.transaction() as conn, conn.cursor() as cur:
+            generic = self._writing(conn)
             doc_ids: list[int] = []
             tags: list[tuple[int, int, str]] = []
             links: list[tuple[int, int, int, str, str, str, int]] = []
             for doc in docs:
-                self._delete_path(conn, doc.path, stats)
+                self._delete_path(conn, doc.path, stats, generic)
                 found = conn.execute(
                     f"INSERT INTO {self._s}.documents(kb, path, title, tags, content_hash, size, "
                     "mtime_ns, indexed_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) RETURNING id",
@@ -1254,15 +1501,33 @@ class PostgresStore:
                 )
                 next_id = iter(ids)
                 postings: list[tuple[int, str, int, int, int, int, int]] = []
+                # The leg indexes with tables of their own get the chunks under their ids,
+                # with the text as stored (what a delete hands them again).
+                written: list[IndexedChunk] = []
                 # COPY writes the identity column's values as given.
                 with cur.copy(_COPY_CHUNKS.format(s=self._s)) as copy:
                     copy.set_types(_CHUNK_TYPES)
                     for doc, doc_id in zip(docs, doc_ids, strict=True):
+                        path, title = _pg_text(doc.path), _pg_text(doc.title)
                         for chunk in doc.chunks:
                             cid = next(next_id)
                             copy.write_row(
                                 (cid, *self._chunk_row(cid, doc_id, chunk, stats, postings))
                             )
+                            if generic:
+                                written.append(
+                                    IndexedChunk(
+                                        cid,
+                                        doc_id,
+                                        path,
+                                        title,
+                                        _pg_text(chunk.heading),
+                                        _pg_text(chunk.context),
+                                        _pg_text(chunk.content),
+                                    )
+                                )
+                for index in generic:
+                    index.write(conn, written)
                 with cur.copy(
                     f"COPY {self._s}.word_tf(kb, term, chunk_id, h, x, c, len) "
                     "FROM STDIN (FORMAT BINARY)"
@@ -1506,20 +1771,43 @@ class PostgresStore:
         stats = _StatsDelta()
         deferred = self._deferring()
         with self.transaction() as conn:
+            generic = self._writing(conn)
             for path in paths:
-                self._delete_path(conn, path, stats)
+                self._delete_path(conn, path, stats, generic)
             self._apply_stats(conn, stats, deferred)
         self._committed(stats, deferred)
 
-    def _delete_path(self, conn: psycopg.Connection[Any], path: str, stats: _StatsDelta) -> None:
+    def _delete_path(
+        self,
+        conn: psycopg.Connection[Any],
+        path: str,
+        stats: _StatsDelta,
+        generic: Sequence[LegIndex],
+    ) -> None:
         found = conn.execute(
             f"SELECT id FROM {self._s}.documents WHERE kb = %s AND path = %s",
             (self.kb_id, _pg_text(path)),
         ).fetchone()
         if found is not None:
-            self._delete_doc(conn, int(found[0]), stats)
+            self._delete_doc(conn, int(found[0]), stats, generic)
 
-    def _delete_doc(self, conn: psycopg.Connection[Any], doc_id: int, stats: _StatsDelta) -> None:
+    def _delete_doc(
+        self,
+        conn: psycopg.Connection[Any],
+        doc_id: int,
+        stats: _StatsDelta,
+        generic: Sequence[LegIndex],
+    ) -> None:
+        """Delete a document and its rows; ``generic``: the leg indexes with tables of
+        their own (:meth:`_writing`), handed the document's chunks first."""
+        if generic:
+            chunks = _indexed(
+                conn.execute(
+                    _indexed_sql(self._s) + "WHERE c.doc_id = %s ORDER BY c.id", (doc_id,)
+                ).fetchall()
+            )
+            for index in generic:
+                index.delete(conn, chunks)
         # The chunks' statistics are taken back from the folded text and tokens they held;
         # vectors go with the chunks, tags and links with the document (ON DELETE CASCADE).
         rows = conn.execute(
@@ -1553,222 +1841,6 @@ class PostgresStore:
                 (self.kb_id, surface),
             )
         conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (doc_id,))
-
-    # -- reading: the lexical leg ----------------------------------------------------------
-
-    def fts_search(
-        self,
-        phrases: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-        *,
-        excluded: Sequence[str] = (),
-    ) -> list[tuple[int, float]]:
-        """Ranked lexical candidates: (chunk id, bm25) best first, bm25 negative (smaller
-        is better) and computed as FTS5's ``bm25(fts_chunks, *weights)`` computes it."""
-        if not phrases or limit <= 0 or (allowed is not None and not allowed):
-            return []
-        pos = [lexical.fold(p) for p in phrases]
-        neg = [lexical.fold(p) for p in excluded]
-        # Each phrase's matching rows come from its own scan of the trigram GIN index
-        # (one branch per phrase): the rows it matches give its document frequency and
-        # its (row, phrase) frequencies, so text is counted only where a phrase occurs.
-        # An OR of every phrase's LIKE over the whole table, with each phrase re-tested
-        # on every candidate row, cost ~100x SQLite's search (docs/benchmarks.md, issue #17).
-        branch = (
-            "SELECT {i} AS i, id, ntok AS len, {t}, "
-            "%s * {h} + %s * {x} + %s * {c} AS f, 1 AS n "
-            f"FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
-        )
-        keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
-        # A phrase of Latin letters and digits is counted from its surface words' postings
-        # (groove_postgres.lexical): the words containing it come from the vocabulary's
-        # trigram index, their postings from word_tf's primary key (one range each: OFFSET 0
-        # keeps the LATERAL a nested loop, never a hash join over the KB's postings), so no
-        # chunk row or text is read, but for an exclusion: each matching chunk's own text.
-        surface = (
-            "SELECT {i} AS i, p.chunk_id AS id, min(p.len) AS len, {ok} AS ok, "
-            "%s * sum(p.h * v.occ) + %s * sum(p.x * v.occ) + %s * sum(p.c * v.occ) AS f, "
-            "1 AS n FROM (SELECT term, {occ} AS occ "
-            f"FROM {self._s}.surface_terms WHERE kb = %s AND term LIKE %s) v "
-            "CROSS JOIN LATERAL (SELECT chunk_id, h, x, c, len "
-            f"FROM {self._s}.word_tf t WHERE t.kb = %s AND t.term = {_SURFACE_MARK_SQL} || v.term"
-            " OFFSET 0) p GROUP BY p.chunk_id"
-        )
-        excluding = f"(SELECT {keep} FROM {self._s}.chunks WHERE id = p.chunk_id)"
-        branches: list[str] = []
-        params: list[Any] = []
-        for i, phrase in enumerate(pos, start=1):
-            witnesses = lexical.overlap_witnesses(phrase)
-            if lexical.surface_phrase(phrase):
-                branches.append(
-                    surface.format(
-                        i=i,
-                        ok=excluding if neg else "true",
-                        occ=_count_literal("term", phrase, witnesses),
-                    )
-                )
-                params += [lexical.like_pattern(p) for p in neg]
-                params += [float(w) for w in weights]
-                params += _count_params(phrase, witnesses)
-                params += [self.kb_id, lexical.like_pattern(phrase), self.kb_id]
-                continue
-            branches.append(
-                branch.format(
-                    i=i,
-                    t=f"({keep}) AS ok",
-                    h=_count_literal("heading_n", phrase, witnesses),
-                    x=_count_literal("context_n", phrase, witnesses),
-                    c=_count_literal("content_n", phrase, witnesses),
-                )
-            )
-            params += [lexical.like_pattern(p) for p in neg]
-            for column in range(3):
-                params.append(float(weights[column]))
-                params += _count_params(phrase, witnesses)
-            params += [self.kb_id, lexical.like_pattern(phrase)]
-        return self._bm25(branches, params, "ntok", limit, allowed)
-
-    def fts_ids(self, phrases: Sequence[str]) -> frozenset[int]:
-        """Every chunk id holding any of ``phrases`` (the exclusion scan, ADR-0011)."""
-        if not phrases:
-            return frozenset()
-        # One GIN scan per phrase (as fts_search), not an OR that the planner scans whole.
-        branch = f"SELECT id FROM {self._s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
-        params: list[Any] = []
-        for phrase in phrases:
-            params += [self.kb_id, lexical.like_pattern(lexical.fold(phrase))]
-        with self._conn() as conn:
-            rows = conn.execute(" UNION ".join([branch] * len(phrases)), params).fetchall()
-        return frozenset(int(r[0]) for r in rows)
-
-    def trigram_rows(self, trigrams: Iterable[str]) -> tuple[dict[str, int], int]:
-        """(rows containing each trigram, rows in all), for the common-phrase rule."""
-        wanted = list(dict.fromkeys(trigrams))
-        with self._conn() as conn:
-            found = dict(
-                conn.execute(
-                    f"SELECT tri, df FROM {self._s}.trigram_df WHERE kb = %s AND tri = ANY(%s)",
-                    (self.kb_id, wanted),
-                ).fetchall()
-            )
-            total = conn.execute(
-                f"SELECT nrow FROM {self._s}.kbs WHERE id = %s", (self.kb_id,)
-            ).fetchone()
-        return {t: int(found.get(t, 0)) for t in wanted}, int(total[0]) if total else 0
-
-    # -- reading: the word leg -------------------------------------------------------------
-
-    def word_search(
-        self,
-        terms: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
-        """Ranked word-leg candidates: (chunk id, bm25) best first, computed as FTS5's
-        ``bm25(word_chunks, *weights)`` computes it (groove_postgres.wordleg)."""
-        tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]
-        if not tokens or limit <= 0 or (allowed is not None and not allowed):
-            return []
-        # A one-token term (every term of a query without quotes) is read from its
-        # postings: per chunk its count in each column and the chunk's length, kept at
-        # write time, so no text is read. A phrase of tokens (a quoted part) is checked
-        # and counted in the text of the chunks holding all its tokens (their GIN lookup;
-        # a chunk may hold them all and not side by side: n = 0, no match): positions per
-        # posting would cost every write for the few queries that quote.
-        posting = (
-            "SELECT {i} AS i, chunk_id AS id, len, true AS ok, "
-            "%s * h + %s * x + %s * c AS f, 1 AS n "
-            f"FROM {self._s}.word_tf WHERE kb = %s AND term = %s"
-        )
-        branch = (
-            "SELECT i, id, len, true AS ok, %s * h + %s * x + %s * t AS f, h + x + t AS n "
-            "FROM (SELECT {i} AS i, id, wtok AS len, {h} AS h, {x} AS x, {c} AS t "
-            f"FROM {self._s}.chunks WHERE kb = %s AND wterms @> %s::text[]) b"
-        )
-        branches: list[str] = []
-        params: list[Any] = []
-        for i, term in enumerate(tokens, start=1):
-            if len(term) == 1:
-                branches.append(posting.format(i=i))
-                params += [float(w) for w in weights]
-                params += [self.kb_id, term[0]]
-                continue
-            pattern = wordleg.padded(term)
-            witnesses = wordleg.overlap_witnesses(term)
-            branches.append(
-                branch.format(
-                    i=i,
-                    h=_count_literal("heading_w", pattern, witnesses),
-                    x=_count_literal("context_w", pattern, witnesses),
-                    c=_count_literal("content_w", pattern, witnesses),
-                )
-            )
-            params += [float(w) for w in weights]
-            params += _count_params(pattern, witnesses) * 3
-            params += [self.kb_id, sorted(set(term))]
-        return self._bm25(branches, params, "wtok", limit, allowed)
-
-    def _bm25(
-        self,
-        branches: Sequence[str],
-        params: Sequence[Any],
-        tokens: str,
-        limit: int,
-        allowed: frozenset[int] | None,
-    ) -> list[tuple[int, float]]:
-        """FTS5's bm25 over the rows the branches return, one branch per query phrase,
-        each row ``(i, id, len, ok, f, n)``: phrase number, chunk, its length in tokens,
-        whether it may be returned (exclusions), its weighted phrase frequency, and
-        whether the phrase occurs in it (``n > 0``: the phrase's document frequency counts
-        it). ``tokens``: the KB's total of lengths in ``kbs`` (``ntok`` or ``wtok``).
-        (chunk id, bm25) best first, bm25 negative, ties by id."""
-        only = "AND h.id = ANY(%s)" if allowed is not None else ""
-        sql = f"""
-            WITH stats AS (
-                SELECT nrow::float8 AS n, {tokens}::float8 / greatest(nrow, 1) AS avgdl
-                FROM {self._s}.kbs WHERE id = %s),
-            hits AS MATERIALIZED (
-                SELECT * FROM ({" UNION ALL ".join(branches)}) b WHERE b.n > 0),
-            idf AS MATERIALIZED (
-                SELECT h.i, greatest(ln((s.n - h.n + 0.5) / (h.n + 0.5)), 1e-6) AS idf
-                FROM (SELECT i, count(*)::float8 AS n FROM hits GROUP BY i) h
-                CROSS JOIN stats s)
-            SELECT h.id, -sum(
-                CASE WHEN h.f > 0
-                THEN idf.idf * (h.f * {lexical.K1 + 1}) /
-                     (h.f + {lexical.K1} * (1 - {lexical.B} + {lexical.B} * h.len / s.avgdl))
-                ELSE 0 END ORDER BY h.i) AS score
-            FROM hits h JOIN idf USING (i) CROSS JOIN stats s
-            WHERE h.ok {only}
-            GROUP BY h.id
-            ORDER BY score, h.id
-            LIMIT %s"""
-        values = [self.kb_id, *params]
-        if allowed is not None:
-            values.append(sorted(allowed))
-        values.append(limit)
-        with self._conn() as conn:
-            rows = conn.execute(sql, values).fetchall()
-        return [(int(r[0]), float(r[1])) for r in rows]
-
-    def word_rows(self, terms: Sequence[str]) -> tuple[dict[str, int], int]:
-        """(chunks containing each single-token term, chunks in all) from ``word_df``."""
-        single = [t for t in dict.fromkeys(terms) if " " not in t]
-        folded = {t: lexical.fold(t) for t in single}
-        with self._conn() as conn:
-            found = dict(
-                conn.execute(
-                    f"SELECT term, df FROM {self._s}.word_df WHERE kb = %s AND term = ANY(%s)",
-                    (self.kb_id, sorted(set(folded.values()))),
-                ).fetchall()
-            )
-            total = conn.execute(
-                f"SELECT nrow FROM {self._s}.kbs WHERE id = %s", (self.kb_id,)
-            ).fetchone()
-        return {t: int(found.get(folded[t], 0)) for t in single}, int(total[0]) if total else 0
 
     # -- reading: the vector leg and stored vectors ----------------------------------------
 
@@ -2036,28 +2108,6 @@ _TERM = itemgetter(1)
 _COPY_CHUNKS = (
     "COPY {s}.chunks(" + ", ".join(c for c, _ in _CHUNK_COLUMNS) + ") FROM STDIN (FORMAT BINARY)"
 )
-
-
-def _count_literal(column: str, phrase: str, witnesses: Sequence[str]) -> str:
-    """SQL for the occurrences of one phrase in ``column``, overlaps included: the
-    arithmetic of ``replace``, exact unless the column holds two overlapping occurrences
-    (one of ``witnesses``, lexical.overlap_witnesses), where a lookahead regex counts.
-    The regex costs several times the rest, and overlaps are rare even where the phrase
-    could overlap (``nation`` in ``nationation``). Its parameters: :func:`_count_params`."""
-    # Bytes, not characters: each occurrence removed takes the phrase's bytes with it, and
-    # octet_length does not walk the UTF-8 text as length does.
-    size = len(phrase.encode("utf-8"))
-    plain = f"((octet_length({column}) - octet_length(replace({column}, %s, ''))) / {size})"
-    if not witnesses:
-        return plain
-    none = " AND ".join(f"strpos({column}, %s) = 0" for _ in witnesses)
-    return f"(CASE WHEN {none} THEN {plain} ELSE regexp_count({column}, %s) END)"
-
-
-def _count_params(phrase: str, witnesses: Sequence[str]) -> list[str]:
-    if not witnesses:
-        return [phrase]
-    return [*witnesses, phrase, lexical.overlap_regex(phrase)]
 
 
 class _StatsDelta:

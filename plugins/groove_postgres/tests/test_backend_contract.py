@@ -66,12 +66,13 @@ def test_search_results_are_the_same_on_both_backends(tmp_path: Path, postgres_d
                     [h.raw_score for h in a.hits], rel=1e-9
                 ), (query, a.name)
     # Filters, pushed into each backend's queries.
-    for query, filters in [
+    cases: list[tuple[str, dict[str, Any]]] = [
         ("検索", {"path": "notes/*"}),
         ("rust generators", {"tags": ("lang",)}),
         ("search", {"tags": ("GUIDE",), "path": "guide/**"}),
         ("状態", {"tags": ("日本語",)}),
-    ]:
+    ]
+    for query, filters in cases:
         assert _top(pg, query, **filters) == _top(lite, query, **filters), (query, filters)
     assert [d.path for d in pg.store.documents()] == [d.path for d in lite.store.documents()]
     for path in ("guide/install.md", "guide/search.md"):

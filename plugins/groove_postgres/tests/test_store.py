@@ -124,6 +124,20 @@ CORPUS = [
 ]
 
 
+def fts(store: Any) -> Any:
+    """The trigram leg's index of a PostgreSQL or SQLite store."""
+    index = store.leg_index("fts")
+    assert index is not None
+    return index
+
+
+def word(store: Any) -> Any:
+    """The word leg's index of a PostgreSQL or SQLite store."""
+    index = store.leg_index("word")
+    assert index is not None
+    return index
+
+
 def open_store(dsn: str, kb: str = "kb", **settings: object) -> PostgresStore:
     return PostgresStore.create(PostgresSettings(dsn=dsn, **settings), kb)
 
@@ -305,13 +319,13 @@ def test_bm25_ranks_as_the_sqlite_fts5_leg(
                 continue
             expected = [
                 (key_of(lite_rows, cid), score)
-                for cid, score in lite.fts_search(
+                for cid, score in fts(lite).search(
                     query.positives, weights, 50, excluded=query.negatives
                 )
             ]
             got = [
                 (key_of(pg_rows, cid), score)
-                for cid, score in pg.fts_search(
+                for cid, score in fts(pg).search(
                     query.positives, weights, 50, excluded=query.negatives
                 )
             ]
@@ -321,21 +335,21 @@ def test_bm25_ranks_as_the_sqlite_fts5_leg(
             matched += bool(expected)
             # The exclusion scan agrees too.
             if query.negatives:
-                lite_ids = {key_of(lite_rows, i) for i in lite.fts_ids(query.negatives)}
-                pg_ids = {key_of(pg_rows, i) for i in pg.fts_ids(query.negatives)}
+                lite_ids = {key_of(lite_rows, i) for i in fts(lite).ids(query.negatives)}
+                pg_ids = {key_of(pg_rows, i) for i in fts(pg).ids(query.negatives)}
                 assert pg_ids == lite_ids, text
         assert matched >= 10
         # A filter (allowed ids) keeps the whole-KB IDF, as FTS5 does.
         query = parse_query("search")
         keep = {cid for cid, row in pg_rows.items() if row.path == "en/cooking.md"}
         lite_keep = {cid for cid, row in lite_rows.items() if row.path == "en/cooking.md"}
-        got_f = pg.fts_search(query.positives, weights, 10, frozenset(keep))
-        exp_f = lite.fts_search(query.positives, weights, 10, frozenset(lite_keep))
+        got_f = fts(pg).search(query.positives, weights, 10, frozenset(keep))
+        exp_f = fts(lite).search(query.positives, weights, 10, frozenset(lite_keep))
         assert [key_of(pg_rows, c) for c, _ in got_f] == [key_of(lite_rows, c) for c, _ in exp_f]
         assert [s for _, s in got_f] == pytest.approx([s for _, s in exp_f], rel=1e-9)
         # The common-phrase rule's counts: the same as FTS5's vocabulary.
         grams = ["sea", "日本語", "状態の", "zzz"]
-        assert pg.trigram_rows(grams) == lite.trigram_rows(grams)
+        assert fts(pg).rows(grams) == fts(lite).rows(grams)
     finally:
         pg.close()
         lite.close()
@@ -482,16 +496,16 @@ def test_two_kbs_in_one_database_do_not_see_each_other(postgres_dsn: str) -> Non
         assert a.counts() == {"documents": 2, "chunks": 5}
         assert b.counts() == {"documents": 1, "chunks": 1}
         phrases = parse_query("日本語の文章").positives
-        assert a.fts_search(phrases, (2.0, 1.0, 1.0), 10)
-        assert b.fts_search(phrases, (2.0, 1.0, 1.0), 10) == []
-        assert b.fts_ids(phrases) == frozenset()
+        assert fts(a).search(phrases, (2.0, 1.0, 1.0), 10)
+        assert fts(b).search(phrases, (2.0, 1.0, 1.0), 10) == []
+        assert fts(b).ids(phrases) == frozenset()
         b_ids = b.chunk_ids_for_docs([s.id for s in b.doc_states().values()])
         hits = b.vector_search(np.ones(DIM, dtype=np.float32), 10)
         assert {c for c, _ in hits} == b_ids
         a_doc = a.doc_states()["ja/nihongo.md"].id
         assert b.chunk_rows(sorted(a.chunk_ids_for_docs([a_doc]))) == {}
         assert b.doc_ids_with_tags(["japanese"]) == frozenset()
-        assert b.trigram_rows(["日本語"]) == ({"日本語": 0}, 1)
+        assert fts(b).rows(["日本語"]) == ({"日本語": 0}, 1)
         b.delete_documents(["ja/nihongo.md"])
         assert a.counts() == {"documents": 2, "chunks": 5}
         # Each KB has its own embedder (and HNSW index of its own dimension).
@@ -607,7 +621,7 @@ def test_one_token_word_terms_are_scored_from_postings_not_the_text(postgres_dsn
     weights = (2.0, 1.0, 1.0)
     with bound_stores(postgres_dsn, "kb") as (store,):
         store.write_documents(CORPUS, vectors_for(CORPUS))
-        before = {t: store.word_search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
+        before = {t: word(store).search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
         assert all(before.values())
         with store.transaction() as conn:
             conn.execute(
@@ -617,9 +631,9 @@ def test_one_token_word_terms_are_scored_from_postings_not_the_text(postgres_dsn
             )
         for terms, ranked in before.items():
             if any(" " in t for t in terms):
-                assert store.word_search(list(terms), weights, 50) == [], terms
+                assert word(store).search(list(terms), weights, 50) == [], terms
             else:
-                assert store.word_search(list(terms), weights, 50) == ranked, terms
+                assert word(store).search(list(terms), weights, 50) == ranked, terms
 
 
 SURFACE_PHRASES = (["search"], ["anana"], ["ana", "vector"], ["bm25", "words"], ["cafe"])
@@ -635,11 +649,11 @@ def test_latin_phrases_are_scored_from_surface_postings_not_the_text(
     weights = (2.0, 1.0, 1.0)
     with bound_stores(postgres_dsn, "kb") as (store,):
         store.write_documents(CORPUS, vectors_for(CORPUS))
-        before = {t: store.fts_search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
+        before = {t: fts(store).search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
         assert all(before.values())
-        excluded = store.fts_search(["search"], weights, 50, excluded=["vector"])
+        excluded = fts(store).search(["search"], weights, 50, excluded=["vector"])
         assert 0 < len(excluded) < len(before[("search",)])
-        assert store.fts_search(["状態"], weights, 50)
+        assert fts(store).search(["状態"], weights, 50)
         with store.transaction() as conn:
             conn.execute(
                 "UPDATE groove.chunks SET heading_n = '', context_n = '', content_n = '' "
@@ -647,10 +661,12 @@ def test_latin_phrases_are_scored_from_surface_postings_not_the_text(
                 (store.kb_id,),
             )
         for phrases, ranked in before.items():
-            assert store.fts_search(list(phrases), weights, 50) == ranked, phrases
-        assert store.fts_search(["状態"], weights, 50) == []
+            assert fts(store).search(list(phrases), weights, 50) == ranked, phrases
+        assert fts(store).search(["状態"], weights, 50) == []
         # An exclusion is checked in each matching chunk's text: emptied, it excludes none.
-        assert store.fts_search(["search"], weights, 50, excluded=["vector"]) == before[("search",)]
+        assert (
+            fts(store).search(["search"], weights, 50, excluded=["vector"]) == before[("search",)]
+        )
 
 
 def test_the_surface_vocabulary_holds_the_words_of_the_chunks(postgres_dsn: str) -> None:
@@ -680,7 +696,7 @@ def test_the_surface_vocabulary_holds_the_words_of_the_chunks(postgres_dsn: str)
         assert found == posted(store)
         assert "banana" in found and "rice" in found
         assert not found & {"bm25", "search", "vector", "cafe", "width"}
-        assert store.fts_search(["search"], (2.0, 1.0, 1.0), 10) == []
+        assert fts(store).search(["search"], (2.0, 1.0, 1.0), 10) == []
 
 
 def _postings(store: PostgresStore) -> list[tuple[Any, ...]]:
@@ -706,12 +722,12 @@ def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str)
         assert written and all(h + x + c > 0 for _, _, h, x, c, _ in written)
         ids = sorted(old.chunk_ids_for_docs(s.id for s in old.doc_states().values()))
         vectors = old.embeddings(ids)
-        want = {t: fresh.word_search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
+        want = {t: word(fresh).search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
         fresh_rows = fresh.chunk_rows(
             sorted(fresh.chunk_ids_for_docs(s.id for s in fresh.doc_states().values()))
         )
         want_keys = {t: [key_of(fresh_rows, i) for i, _ in r] for t, r in want.items()}
-        phrases = {t: fresh.fts_search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
+        phrases = {t: fts(fresh).search(list(t), weights, 50) for t in map(tuple, SURFACE_PHRASES)}
         phrase_keys = {t: [key_of(fresh_rows, i) for i, _ in r] for t, r in phrases.items()}
         rows = old.chunk_rows(ids)
         with old.transaction() as conn:
@@ -734,11 +750,11 @@ def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str)
             for cid, vector in old.embeddings(ids).items():
                 assert np.array_equal(vector, vectors[cid])
             for terms, ranked in want.items():
-                got = old.word_search(list(terms), weights, 50)
+                got = word(old).search(list(terms), weights, 50)
                 assert [key_of(rows, i) for i, _ in got] == want_keys[terms], terms
                 assert [s for _, s in got] == [s for _, s in ranked], terms
             for phrase, ranked in phrases.items():
-                got = old.fts_search(list(phrase), weights, 50)
+                got = fts(old).search(list(phrase), weights, 50)
                 assert [key_of(rows, i) for i, _ in got] == phrase_keys[phrase], phrase
                 assert [s for _, s in got] == [s for _, s in ranked], phrase
             with old.transaction() as conn:
@@ -762,7 +778,7 @@ def test_a_kb_written_without_word_postings_gets_them_on_open(postgres_dsn: str)
                         "UPDATE groove.meta SET value = %s WHERE kb = %s AND key = %s",
                         (f"{words.SEGMENTATION}+tf1", old.kb_id, WORD_RULES_KEY),
                     )
-                    assert old.fts_search(["search"], weights, 50) == []
+                    assert fts(old).search(["search"], weights, 50) == []
         finally:
             old.close()
 
@@ -801,7 +817,7 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
                 "UPDATE groove.meta SET value = '1' WHERE kb = %s AND key = %s",
                 (old.kb_id, WORD_RULES_KEY),
             )
-        assert old.word_search(["match"], (2.0, 1.0, 1.0), 10) == []
+        assert word(old).search(["match"], (2.0, 1.0, 1.0), 10) == []
         old.close()
         old = PostgresStore.open(PostgresSettings(dsn=postgres_dsn), "old")
         assert old.get_meta(WORD_RULES_KEY) == word_rules()
@@ -814,8 +830,8 @@ def test_a_kb_written_under_other_word_rules_is_rewritten_on_open(postgres_dsn: 
         )
         old_rows = old.chunk_rows(ids)
         for terms in (["match"], ["search", "find"], ["banana"], ["状態", "管理"]):
-            got = old.word_search(terms, (2.0, 1.0, 1.0), 10)
-            want = fresh.word_search(terms, (2.0, 1.0, 1.0), 10)
+            got = word(old).search(terms, (2.0, 1.0, 1.0), 10)
+            want = word(fresh).search(terms, (2.0, 1.0, 1.0), 10)
             assert got, terms
             assert [key_of(old_rows, c) for c, _ in got] == [key_of(fresh_rows, c) for c, _ in want]
             assert [s for _, s in got] == pytest.approx([s for _, s in want], rel=1e-9)
