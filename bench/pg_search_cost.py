@@ -12,7 +12,7 @@ between rounds): the KB's groove.toml names that backend, ``Groove.open`` in thi
 one untimed pass over the first QUERIES golden queries of jsquad-ja-para and of
 xquad-en-para, and one timed pass: per search this process's CPU, the PostgreSQL server's
 CPU (all its processes, /proc), the wall time, and the wall time inside each store leg
-(``fts_search``, ``word_search``, ``vector_search``). Prints a table and the ratio
+(the leg indexes' ``search``, ``vector_search``). Prints a table and the ratio
 PostgreSQL / SQLite of the CPU per search (this process + the server).
 """
 
@@ -47,9 +47,12 @@ LEGS = ("fts_search", "word_search", "vector_search")
 
 
 def instrument(legs: dict[str, float]) -> None:
-    """Add the wall time of each store leg call (both backends' store classes) to ``legs``."""
+    """Add the wall time of each leg's index search (the trigram and word leg indexes, the
+    store's vector search; both backends' classes) to ``legs``."""
+    from groove_postgres.legs import PgTrigramIndex, PgWordIndex
     from groove_postgres.store import PostgresStore
 
+    from groove_core.sqlite.lexical_legs import TrigramIndex, WordIndex
     from groove_core.sqlite.store import Store
 
     def timed(name: str, method: Callable[..., Any]) -> Callable[..., Any]:
@@ -63,9 +66,11 @@ def instrument(legs: dict[str, float]) -> None:
 
         return wrapper
 
-    for cls in (PostgresStore, Store):
-        for name in LEGS:
-            setattr(cls, name, timed(name, getattr(cls, name)))
+    methods = [(cls, "fts_search", "search") for cls in (PgTrigramIndex, TrigramIndex)]
+    methods += [(cls, "word_search", "search") for cls in (PgWordIndex, WordIndex)]
+    methods += [(cls, "vector_search", "vector_search") for cls in (PostgresStore, Store)]
+    for cls, name, method in methods:
+        setattr(cls, method, timed(name, getattr(cls, method)))
 
 
 def measure(kb: Path, qs: list[str], server: Any, legs: dict[str, float]) -> dict[str, Any]:

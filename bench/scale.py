@@ -107,7 +107,7 @@ def run_embed_alone(kb: Path) -> None:
     texts: list[str] = []
     after = 0
     while rows := app.store.chunk_texts(after, 1000):
-        # groove_core.indexer.embedding_text: the context prefix, then the chunk's text.
+        # groove_core.vector_pass.embedding_text: the context prefix, then the chunk's text.
         texts += [f"{ctx}\n{content}" if ctx else content for _, ctx, content in rows]
         after = rows[-1][0]
     batch = app.config.embedder.batch_size
@@ -149,7 +149,9 @@ def time_query(app: Groove, q: str) -> dict[str, float]:
     out["knn"] = time.perf_counter() - started
     started = time.perf_counter()
     if ctx.query.match_expr:
-        store.fts_search(ctx.query.positives, weights, ctx.leg_size, excluded=ctx.query.negatives)
+        store.leg_index("fts").search(
+            ctx.query.positives, weights, ctx.leg_size, excluded=ctx.query.negatives
+        )
     out["fts"] = time.perf_counter() - started
     results = searcher.candidates(ctx)
     started = time.perf_counter()

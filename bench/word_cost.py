@@ -75,7 +75,9 @@ def main() -> None:
             parsed = parse_query(query)
             if parsed.match_expr is not None:
                 started = time.perf_counter()
-                store.fts_search(parsed.positives, (2.0, 1.0, 1.0), 50, excluded=parsed.negatives)
+                store.leg_index("fts").search(
+                    parsed.positives, (2.0, 1.0, 1.0), 50, excluded=parsed.negatives
+                )
                 fts_ms.append((time.perf_counter() - started) * 1000)
             terms = words.query_terms(parsed.positive_parts)[0]
             expr = match_expression(terms, ())

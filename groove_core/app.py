@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from groove_core.backend import BuildMode, IndexBackend
     from groove_core.context import QueryContext
     from groove_core.embedding import Embedder
-    from groove_core.indexer import IndexReport, ProgressFn
+    from groove_core.index_report import IndexReport, ProgressFn
     from groove_core.models import LegResult
     from groove_core.pipeline import Searcher
     from groove_core.storage import IndexStore
@@ -209,7 +209,7 @@ class Groove:
         vector with the configured embedder's."""
         from groove_core.embed_worker import run_embedder
         from groove_core.indexer import Indexer
-        from groove_core.indexer import reembed as reembed_chunks
+        from groove_core.vector_pass import reembed as reembed_chunks
 
         embedded, started = 0, time.perf_counter()
         warnings: list[tuple[str, str]] = []

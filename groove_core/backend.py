@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
 
 if TYPE_CHECKING:
     from groove_core.config import GrooveConfig, Settings
-    from groove_core.indexer import IndexReport
+    from groove_core.index_report import IndexReport
     from groove_core.leg_index import BoundIndex
     from groove_core.storage import IndexStore, StoreError
 

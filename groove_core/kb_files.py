@@ -72,7 +72,7 @@ def _check_shape(rel: str) -> str:
 
 def _refusal(app: Groove, rel: str, target: Path) -> str | None:
     """Why a file inside the KB is still not served (an excluded folder), or None."""
-    from groove_core.indexer import exclusion, ignore_patterns
+    from groove_core.walk import exclusion, ignore_patterns
 
     if target.is_relative_to(app.index_file.resolve().parent):
         return f"{rel!r} is inside the index folder, which groove never serves"
@@ -183,8 +183,8 @@ def attachments(app: Groove, targets: Iterable[str]) -> dict[str, str]:
 def read_text(app: Groove, file: KBFile) -> str:
     """The file's text as the indexer reads it (through its loader, within the indexer's
     size cap); with a fragment, the lines of that part only."""
-    from groove_core.indexer import read_source
     from groove_core.loaders import FragmentError, fragment_lines
+    from groove_core.walk import read_source
 
     limit = app.config.index.max_file_bytes
     try:
@@ -285,7 +285,7 @@ _Files = dict[str, tuple[int, int]]
 
 def _walk(app: Groove, folders: list[str] | None = None) -> _Files:
     """The files the indexer would index, as the indexer finds them."""
-    from groove_core.indexer import walk_kb
+    from groove_core.walk import walk_kb
 
     limit = app.config.index.max_file_bytes
     skipped: list[tuple[str, str]] = []

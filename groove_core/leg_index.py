@@ -141,7 +141,7 @@ def resolve(
 ) -> tuple[BoundIndex, ...]:
     """The indexes of ``specs`` that ``backend`` can keep, each once (the first spec of a
     name wins, as the first leg of a name does)."""
-    extra = {}
+    extra: dict[str, LegIndexImpl] = {}
     for impl in impls:
         if impl.backend == backend:
             extra.setdefault(impl.index, impl)

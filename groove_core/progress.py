@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 
 #: Seconds between two progress lines when stderr is not a terminal.
 DEFAULT_LINE_INTERVAL = 5.0

@@ -18,8 +18,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from groove_core.indexer import IndexProgress, IndexReport, walk_kb
+from groove_core.index_report import IndexProgress, IndexReport
 from groove_core.logs import get_logger
+from groove_core.walk import walk_kb
 
 if TYPE_CHECKING:
     from groove_core.app import Groove

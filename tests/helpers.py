@@ -3,9 +3,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+
+import click
+import pytest
 
 from groove_core.app import Groove
 from groove_core.context import QueryContext
@@ -15,6 +19,8 @@ from groove_core.query import normalize
 from groove_core.sqlite import word_table
 from groove_core.sqlite.store import VECTORS_VERSION_KEY, Store, connect
 from groove_core.testing import make_kb
+
+E = TypeVar("E", bound=BaseException)
 
 
 def index_content(index: Path) -> set[tuple[str, str, int, str]]:
@@ -28,6 +34,15 @@ def index_content(index: Path) -> set[tuple[str, str, int, str]]:
     out = {(str(a), str(b), int(c), str(d)) for a, b, c, d in rows}
     store.close()
     return out
+
+
+def raised_in_one_line(expected: type[E], call: Callable[[], object]) -> E:
+    """The ``expected`` error that ``call`` raises, checked to be one line: what a user
+    sees of a plugin's or an embedder's failure, never a traceback."""
+    with pytest.raises(expected) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+    return caught.value
 
 
 def batched_kb(tmp_path: Path, notes: int, body: str = "Body {i}.") -> Groove:
@@ -111,6 +126,17 @@ def to_schema_3(index: Path) -> None:
     conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'leg_index:%'", (VECTORS_VERSION_KEY,))
     conn.execute("COMMIT")
     conn.close()
+
+
+class HelloCommand:
+    """A plugin adding the command ``groove hello``, which prints a greeting."""
+
+    @hookimpl
+    def groove_cli_commands(self, cli: click.Group) -> None:
+        @cli.command("hello")
+        def hello() -> None:
+            """Say hello."""
+            click.echo("hello from a plugin")
 
 
 class ReverseReranker:

@@ -325,7 +325,7 @@ def test_json_explain_is_one_valid_json_object(notes_kb: Path) -> None:
 
 def test_a_slow_embedders_rate_is_not_printed_as_zero() -> None:
     from groove_core.cli.main import _summary
-    from groove_core.indexer import IndexReport
+    from groove_core.index_report import IndexReport
 
     report = IndexReport(added=1, chunks_embedded=3, seconds=10.0, embed_seconds=6.0)
     assert "(0.3 chunks/s; the embedder alone 0.5 chunks/s)" in _summary(report)

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 
+from groove_core.builtins.legs import fts_version, word_version
 from groove_core.leg_index import meta_key
 from groove_core.query import normalize
 from groove_core.sqlite import store as store_module
 from groove_core.sqlite import word_table
-from groove_core.sqlite.lexical_legs import FTS_IDS_SQL, FTS_RANKED_SQL, fts_version, word_version
+from groove_core.sqlite.lexical_legs import FTS_IDS_SQL, FTS_RANKED_SQL
 from groove_core.sqlite.store import (
     SCHEMA_VERSION,
     VECTORS_VERSION_KEY,

@@ -25,7 +25,7 @@ from mcp import Client
 from evaldata import EVALDATA
 from groove_core.app import Groove
 from groove_core.cli import build_cli
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.mcp.server import build_mcp_server
 from groove_core.sqlite.store import connect, staging_path
 from groove_core.testing import make_kb, open_kb
@@ -226,7 +226,7 @@ def test_a_read_only_index_is_an_environment_problem_not_damage(
         # Checked as far as it can be without writing, and healthy: nothing to repair.
         assert result.exit_code == 0, result.output
         assert "problem:" not in result.output  # no damage is claimed
-        assert "skipped: FTS5's own check of fts_chunks" in result.output
+        assert "skipped: the fts leg index's own check" in result.output
         assert "read-only" in result.output and "healthy as far as checked" in result.output
         assert str(tmp_path) not in result.output
     assert "rebuilt from the knowledge base" not in repaired.output

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from groove_core import indexer as indexer_mod
+from groove_core import vector_pass
 from groove_core.testing import WatchedEmbedder
 from tests.helpers import batched_kb
 
@@ -56,7 +56,7 @@ def test_an_interrupted_run_leaves_no_embedding_behind(
 
     app.__dict__["embedder"] = Slow()
     threads: list[threading.Thread] = []
-    real_join = indexer_mod._Batch.join
+    real_join = vector_pass._Batch.join
     interrupted = False
 
     def join(self: Any) -> None:
@@ -68,7 +68,7 @@ def test_an_interrupted_run_leaves_no_embedding_behind(
             raise KeyboardInterrupt  # Ctrl-C (or a SIGTERM handler) during the wait
         real_join(self)
 
-    monkeypatch.setattr(indexer_mod._Batch, "join", join)
+    monkeypatch.setattr(vector_pass._Batch, "join", join)
     with pytest.raises(KeyboardInterrupt):
         app.index()
     alive = [t for t in threads if t.is_alive()]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.progress import (
     SEARCHABLE_NOTE,
     IndexProgressDisplay,

@@ -12,7 +12,7 @@ import pytest
 from groove_core import indexer as indexer_mod
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderError
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.sqlite.store import SCHEMA_VERSION, Store
 from groove_core.storage import StoreError
 from groove_core.testing import WatchedEmbedder, make_kb, open_kb

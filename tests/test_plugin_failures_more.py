@@ -28,6 +28,7 @@ from groove_core.embedding import EmbedderError, EmbedderSpec
 from groove_core.hookspecs import hookimpl
 from groove_core.plugins import make_plugin_manager
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+from tests.helpers import HelloCommand, raised_in_one_line
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -47,13 +48,9 @@ class HalfCommands:
         raise AttributeError("module 'click' has no attribute 'Grop'")
 
 
-class Hello:
-    @hookimpl
-    def groove_cli_commands(self, cli: click.Group) -> None:
-        @cli.command("hello")
-        def hello() -> None:
-            """Say hello."""
-            click.echo("hello from a plugin")
+class Hello(HelloCommand):
+    """The command ``groove hello`` and a search option: a working plugin beside the
+    broken one."""
 
     @hookimpl
     def groove_search_options(self) -> list[SearchOption]:
@@ -275,16 +272,14 @@ def test_an_embedder_failing_in_an_index_run_is_one_line_naming_it(tmp_path: Pat
     kb = make_kb(tmp_path / "kb", NOTES, config='[embedder]\nname = "flaky"\n')
     plugin = FlakyEmbedder()
     app = open_kb(kb, index=False, extra_plugins=[("flaky", plugin)], entry_points=False)
-    with pytest.raises(EmbedderError) as caught:
-        app.index()
-    message = str(caught.value)
-    assert "\n" not in message
+    error = raised_in_one_line(EmbedderError, app.index)
+    message = str(error)
     assert message.startswith(
         "the embedder 'flaky' (flaky:1) failed embedding 2 texts (the first: a.md, chunk 1): "
         "TypeError: expected str, got list (an unexpected error of the embedder: "
     )
     assert "[embedder] name" in message
-    assert isinstance(caught.value.__cause__, TypeError)
+    assert isinstance(error.__cause__, TypeError)
     # As after an embedder's own error: every file is in, searchable by its words, and
     # the next run embeds what was left.
     plugin.embedder.fail = None
@@ -408,15 +403,12 @@ def test_an_embedder_failing_on_a_query_is_one_line_naming_the_plugin(tmp_path: 
     plugin.embedder = QueryFails()
     plugin.embedder.fail = None
     app = open_kb(kb, index=False, extra_plugins=[("flaky", plugin)], entry_points=False)
-    with pytest.raises(EmbedderError) as caught:
-        app.search("lighthouse")
-    message = str(caught.value)
-    assert "\n" not in message
-    assert message.startswith(
+    error = raised_in_one_line(EmbedderError, lambda: app.search("lighthouse"))
+    assert str(error).startswith(
         "the plugin 'flaky' (registered in process) failed in groove_embedders: the "
         "embed_query of embedder 'flaky': TypeError: unhashable type: 'list'"
     )
-    assert isinstance(caught.value.__cause__, TypeError)
+    assert isinstance(error.__cause__, TypeError)
 
 
 def test_an_embedder_failing_in_a_reembed_is_named_by_its_embedder_name(tmp_path: Path) -> None:

@@ -7,7 +7,6 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import pytest
 from click.testing import CliRunner
@@ -22,7 +21,7 @@ from groove_core.models import LegHit, LegResult, SearchHit, Span
 from groove_core.plugins import list_plugins, make_plugin_manager
 from groove_core.query import QueryError
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb, query_context
-from tests.helpers import ReverseReranker
+from tests.helpers import HelloCommand, ReverseReranker, raised_in_one_line
 
 
 def test_builtins_are_plugins() -> None:
@@ -147,17 +146,8 @@ def test_list_plugins_reports_a_config_problem_instead_of_failing() -> None:
     assert problem is not None and "groove-mmr" in problem
 
 
-class Hello:
-    @hookimpl
-    def groove_cli_commands(self, cli: click.Group) -> None:
-        @cli.command("hello")
-        def hello() -> None:
-            """Say hello."""
-            click.echo("hello from a plugin")
-
-
 def test_a_plugin_adds_a_cli_command() -> None:
-    plugins = make_plugin_manager(GrooveConfig(), extra=[("hello", Hello())])
+    plugins = make_plugin_manager(GrooveConfig(), extra=[("hello", HelloCommand())])
     result = CliRunner().invoke(build_cli(plugins), ["hello"])
     assert result.output == "hello from a plugin\n"
 
@@ -260,10 +250,7 @@ class OneArgumentEmbedder:
 def test_an_embedder_factory_with_the_wrong_arguments_is_one_line(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", config='[embedder]\nname = "broken"\n')
     app = open_kb(kb, index=False, extra_plugins=[("oops", OneArgumentEmbedder())])
-    with pytest.raises(_plugin_error()) as caught:
-        app.index()
-    message = str(caught.value)
-    assert "\n" not in message
+    message = str(raised_in_one_line(_plugin_error(), app.index))
     assert message.startswith(
         "the plugin 'oops' (registered in process) failed in groove_embedders: the factory "
         "of embedder 'broken': TypeError: "
@@ -365,7 +352,6 @@ class NotAList:
         (FailingLeg(), "groove_legs: the search of leg 'flaky'", "AttributeError: "),
         (FailingReranker(), "groove_rerank", "ValueError: scores and hits differ in length ("),
         (FailingPool(), "groove_pool_size", "ValueError: invalid literal"),
-        (NotAList(), "groove_legs", "TypeError: returned LegSpec, not a list"),
     ],
 )
 def test_a_plugin_failing_in_a_search_hook_is_one_line_naming_it(
@@ -380,6 +366,19 @@ def test_a_plugin_failing_in_a_search_hook_is_one_line_naming_it(
     assert "\n" not in message
     assert message.startswith(f"the plugin 'flawed' (registered in process) failed in {hook}: ")
     assert detail in message
+
+
+def test_a_plugin_failing_to_declare_its_legs_stops_indexing_with_one_line(
+    notes_kb: Path,
+) -> None:
+    """The legs name the indexes the index holds: with a plugin's declaration broken,
+    neither indexing nor a search can know them, and both stop with one line naming it."""
+    with pytest.raises(_plugin_error()) as caught:
+        open_kb(notes_kb, entry_points=False, extra_plugins=[("flawed", NotAList())])
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("the plugin 'flawed' (registered in process) failed in groove_legs: ")
+    assert "TypeError: returned LegSpec, not a list" in message
 
 
 class DatabaseTroubleLeg:

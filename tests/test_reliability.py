@@ -113,7 +113,7 @@ def test_doctor_finds_and_repairs_disagreeing_rows(notes_kb: Path) -> None:
     runner = CliRunner()
     result = runner.invoke(build_cli(None), ["doctor", str(notes_kb)])
     assert result.exit_code == 1
-    assert "1 FTS rows without a chunk" in result.output
+    assert "1 rows of the fts leg's index without a chunk" in result.output
     assert "1 chunks without a vector" in result.output
     result = runner.invoke(build_cli(None), ["doctor", str(notes_kb), "--repair"])
     assert result.exit_code == 0, result.output
@@ -206,7 +206,7 @@ def test_a_read_only_index_is_searched_and_checked_and_not_written(
     assert re.search(r"^documents: +4$", output, re.MULTILINE), output
     rc, output, err = results["doctor"]
     assert rc == 0, output + err
-    assert "skipped: FTS5's own check of fts_chunks" in output
+    assert "skipped: the fts leg index's own check" in output
     assert "is healthy as far as checked" in output
     rc, output, err = results["index"]
     assert rc == 1

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from groove_core.app import Groove
 from groove_core.cli import build_cli
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.sqlite.store import Store
 from groove_core.status import kb_status
 from groove_core.storage import INCOMPLETE_KEY

@@ -43,7 +43,8 @@ def test_a_query_context_store_is_the_protocol(tmp_path: Path) -> None:
     app = open_kb(make_kb(tmp_path / "kb", NOTES))
     assert isinstance(app.store, SearchStore)
     # Every member the legs and stages read is there, and nothing needs the connection.
-    assert {"fts_search", "word_search", "vector_search", "chunk_rows"} <= set(_members())
+    assert {"leg_index", "vector_search", "chunk_rows"} <= set(_members())
+    assert not {"fts_search", "word_search"} & set(_members())  # the legs' indexes own them
     assert "conn" not in _members()
 
 
@@ -68,15 +69,16 @@ def test_rows_are_frozen_and_typed(tmp_path: Path) -> None:
         a.title = "changed"  # type: ignore[misc]
 
 
-def test_word_search_is_the_word_legs_query(tmp_path: Path) -> None:
+def test_the_word_index_search_is_the_word_legs_query(tmp_path: Path) -> None:
     app = open_kb(make_kb(tmp_path / "kb", NOTES))
     weights = (1.0, 1.0, 1.0)
-    found = app.store.word_search(["zephyr"], weights, 10)
+    index = app.store.leg_index("word")
+    found = index.search(["zephyr"], weights, 10)
     assert found == word_table.search(app.store.conn, '"zephyr"', weights, 10)
     assert len(found) == 2
     only = frozenset({found[1][0]})
-    assert [cid for cid, _ in app.store.word_search(["zephyr"], weights, 10, only)] == [found[1][0]]
-    assert app.store.word_search([], weights, 10) == []
+    assert [cid for cid, _ in index.search(["zephyr"], weights, 10, only)] == [found[1][0]]
+    assert index.search([], weights, 10) == []
 
 
 def test_the_protocol_and_rows_import_nothing_heavy() -> None:

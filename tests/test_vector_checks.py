@@ -14,9 +14,9 @@ import pytest
 from groove_core.app import Groove
 from groove_core.embedding import EmbedderError, EmbedderSpec, HashingEmbedder
 from groove_core.hookspecs import hookimpl
-from groove_core.indexer import ZERO_VECTOR
 from groove_core.sqlite.store import Store
 from groove_core.testing import make_kb
+from groove_core.vector_pass import ZERO_VECTOR
 
 CONFIG = '[embedder]\nname = "odd"\nbatch_size = 2\n'
 Spoil = Callable[[Sequence[str], np.ndarray], np.ndarray]

@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from groove_core import words
+from groove_core.builtins.legs import word_version
 from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.fusion import rrf
@@ -16,7 +17,6 @@ from groove_core.leg_index import meta_key
 from groove_core.models import LegHit, LegKind, LegResult
 from groove_core.query import normalize
 from groove_core.sqlite import word_table
-from groove_core.sqlite.lexical_legs import word_version
 from groove_core.sqlite.store import (
     SCHEMA_VERSION,
     VECTORS_VERSION_KEY,

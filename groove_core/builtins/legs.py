@@ -3,16 +3,18 @@ see groove_core.words) and vector.
 
 The two lexical legs own their indexes (``groove_core.leg_index``): the SQLite wing keeps
 them as FTS5 tables (``groove_core.sqlite.lexical_legs``), groove-postgres as columns of
-its chunk rows. A leg reaches its index as ``ctx.store.leg_index(name)`` and calls the
-same methods on either: ``search``, ``rows``, ``expression`` and the trigram leg's
-``ids``. What the core's rules need from them is declared on their specs: the trigram
-leg's exclusion scan (``excludes``) and the word leg's :class:`Lexicon` (the coverage
-rule's IDF, the query compiler's phrase rarity).
+its chunk rows, each contributing its implementation (``groove_leg_indexes``). A leg
+reaches its index as ``ctx.store.leg_index(name)`` and calls the same methods on either:
+``search``, ``rows``, ``expression`` and the trigram leg's ``ids``. What the core's rules
+need from them is declared on their specs: the trigram leg's exclusion scan
+(``excludes``) and the word leg's :class:`Lexicon` (the coverage rule's IDF, the query
+compiler's phrase rarity).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -27,25 +29,21 @@ if TYPE_CHECKING:
     from groove_core.storage import SearchStore
 
 
-def _sqlite_trigram(conn: Any) -> Any:
-    from groove_core.sqlite.lexical_legs import TrigramIndex
+def fts_version() -> str:
+    """What the trigram leg's index text depends on besides the chunks: Python's Unicode
+    database (NFKC)."""
+    return f"unicode {unicodedata.unidata_version}"
 
-    return TrigramIndex(conn)
 
-
-def _sqlite_word(conn: Any) -> Any:
-    from groove_core.sqlite.lexical_legs import WordIndex
-
-    return WordIndex(conn)
+def word_version() -> str:
+    """... and the word leg's: the Unicode database and the word segmentation."""
+    return f"unicode {unicodedata.unidata_version}; words {words.SEGMENTATION}"
 
 
 def _index_specs() -> tuple[LegIndexSpec, LegIndexSpec]:
-    from groove_core.sqlite.lexical_legs import fts_version, word_version
-
-    return (
-        LegIndexSpec("fts", fts_version(), {"sqlite": _sqlite_trigram}),
-        LegIndexSpec("word", word_version(), {"sqlite": _sqlite_word}),
-    )
+    # The backends contribute their implementations (groove_leg_indexes): the SQLite wing
+    # its FTS5 tables, groove-postgres columns of its chunk rows.
+    return LegIndexSpec("fts", fts_version()), LegIndexSpec("word", word_version())
 
 
 class IndexMissing(Exception):

@@ -5,7 +5,6 @@ from __future__ import annotations
 import difflib
 import functools
 import os
-import re
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -15,7 +14,7 @@ from typing import Any
 import click
 
 from groove_core import __version__
-from groove_core.cli import warm_server
+from groove_core.cli import render, warm_server
 from groove_core.cli.common import handle_errors, open_app, search_folders
 from groove_core.cli.options import (
     KB,
@@ -169,8 +168,8 @@ def doctor_cmd(
 ) -> None:
     """Check the index of KB for damage; --repair fixes it.
 
-    Checks SQLite's integrity and that documents, chunks, FTS rows and vectors agree one
-    to one. Exit status 0 when healthy (or repaired), 1 when problems remain.
+    Checks SQLite's integrity and that documents, chunks, the legs' indexes and vectors
+    agree one to one. Exit status 0 when healthy (or repaired), 1 when problems remain.
     """
     app = _open(one_kb(kb, kb_opt) or KB.convert(".", None, None), config_path)
     result = app.doctor(repair=repair)
@@ -291,158 +290,6 @@ def watch_cmd(
 
 
 # -- search ------------------------------------------------------------------------------
-
-
-_WHITESPACE = re.compile(r"\s+")
-
-
-def _plain(data: bytes) -> str:
-    """Decoded snippet text, whitespace folded to spaces, control characters made visible.
-
-    Escaped piece by piece, before the highlight's own styling is added around them."""
-    return printable(_WHITESPACE.sub(" ", data.decode("utf-8", "ignore")))
-
-
-def _snippet(content: str, spans: list[list[int]], width: int = 320) -> str:
-    """A one-paragraph window around the first match, with matches in bold."""
-    data = content.encode("utf-8")
-    first = spans[0][0] if spans else 0
-    start = max(0, first - width // 3)
-    end = min(len(data), start + width)
-    pieces: list[str] = []
-    cursor = start
-    for s, e in spans:
-        if e <= start or s >= end:
-            continue
-        s, e = max(s, start), min(e, end)
-        pieces.append(_plain(data[cursor:s]))
-        pieces.append(style(_plain(data[s:e]), bold=True, fg="yellow"))
-        cursor = e
-    pieces.append(_plain(data[cursor:end]))
-    text = " ".join("".join(pieces).split())
-    return ("… " if start > 0 else "") + text + (" …" if end < len(data) else "")
-
-
-def _print_human(payload: dict[str, Any], *, full: bool = False) -> None:
-    from groove_core.cli import search_views as views
-
-    results = payload["results"]
-    if not results:
-        click.echo("no results")
-    for hit in results:
-        where = printable(" > ".join(hit["heading_path"]) or hit["title"])
-        path = printable(hit["path"])
-        if "kb" in hit:  # several KBs searched: which one the hit is from
-            path = f"[{printable(hit['kb'])}] {path}"
-        click.echo(
-            style(f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True)
-            + f"  {where}  "
-            + style(f"score {hit['score']:.4f}", dim=True)
-        )
-        if full:
-            click.echo(views.full_text(hit["content"]))
-        else:
-            click.echo("    " + _snippet(hit["content"], hit["match_spans"]))
-    notes = []
-    if payload["low_confidence"] and not views.filter_matched_nothing(payload):
-        notes.append("low confidence: no strong lexical or semantic match")
-    if payload["filter_applied"]:
-        notes.append(f"filter: {dumps(payload['filter_applied'], indent=None)}")
-    notes.extend(payload.get("warnings", []))
-    for note in notes:
-        click.echo(style(f"({printable(note)})", dim=True))
-
-
-def _explain(response: Any, legs: Sequence[Any], ctx: Any) -> dict[str, Any]:
-    """What --explain shows: the compiled query, the pool, and each hit's rank in each leg.
-
-    One structure for both outputs, so --json --explain says exactly what the text says."""
-    q = ctx.query
-    return {
-        "positives": list(q.positives),
-        "negatives": list(q.negatives),
-        "match_expr": q.match_expr,
-        "embed_text": q.embed_text,
-        "pool_size": ctx.pool_size,
-        "leg_size": ctx.leg_size,
-        "fusion": ctx.config.search.fusion.method,
-        "rrf_k": ctx.config.search.fusion.rrf_k,
-        "legs": [_leg_explain(leg) for leg in legs],
-        "ranks": [
-            {
-                "rank": hit.rank,
-                "path": hit.path,
-                "chunk_id": hit.chunk_id,
-                "score": hit.score,
-                "legs": {
-                    name: {"rank": rank, "score": raw}
-                    for name, (rank, raw) in sorted(hit.legs.items())
-                },
-            }
-            for hit in response.results
-        ],
-    }
-
-
-def _leg_explain(leg: Any) -> dict[str, Any]:
-    """A leg's kind and candidates, its fusion weight (with the rules that changed it) and
-    its own expression, where the leg reports them: the same for every leg, a plugin's
-    included."""
-    out: dict[str, Any] = {"name": leg.name, "kind": leg.kind, "candidates": len(leg.hits)}
-    listed = (
-        "weight_reasons",
-        "common_dropped",
-        "stop_words_dropped",
-        "left_to_word",
-        "added_terms",
-    )
-    for key in ("weight", "skipped", "reason", "expr", *listed):
-        if key in leg.meta:
-            value = leg.meta[key]
-            out[key] = list(value) if key in listed else value
-    return out
-
-
-def _leg_details(leg: dict[str, Any]) -> str:
-    out = ""
-    if "weight" in leg:
-        out += f"  weight {leg['weight']:g}"
-        if leg.get("weight_reasons"):
-            out += f" ({'; '.join(leg['weight_reasons'])})"
-    if leg.get("skipped"):
-        out += f"  (skipped: {leg['reason']})" if leg.get("reason") else "  (skipped)"
-    return out
-
-
-def _print_explain(explain: dict[str, Any]) -> None:
-    match_expr = explain["match_expr"]
-    lines = [
-        f"positives:  {explain['positives']}",
-        f"negatives:  {explain['negatives']}",
-        f"match_expr: {match_expr if match_expr is not None else '(FTS skipped)'}",
-        f"embed_text: {explain['embed_text']!r}",
-        f"pool: {explain['pool_size']}  leg size: {explain['leg_size']}  "
-        f"fusion: {explain['fusion']}  rrf_k: {explain['rrf_k']}",
-    ]
-    for leg in explain["legs"]:
-        head = f"leg {leg['name']} ({leg['kind']}): {leg['candidates']} candidates"
-        lines.append(head + _leg_details(leg))
-        if "expr" in leg:
-            lines.append(f"  expr: {leg['expr']}")
-        if leg.get("stop_words_dropped"):
-            lines.append(f"  stop words left out: {', '.join(leg['stop_words_dropped'])}")
-        if leg.get("left_to_word"):
-            lines.append(f"  left to the word leg: {', '.join(leg['left_to_word'])}")
-        if leg.get("added_terms"):
-            lines.append(f"  added terms: {', '.join(leg['added_terms'])}")
-    for hit in explain["ranks"]:
-        parts = [f"{name} #{leg['rank']} ({leg['score']:.4f})" for name, leg in hit["legs"].items()]
-        lines.append(
-            f"  {hit['rank']:>2}. score {hit['score']:.5f}  {' + '.join(parts)}  {hit['path']}"
-        )
-    for line in lines:
-        click.echo(printable(line))
-    click.echo("")
 
 
 #: The click type of each non-boolean option type.
@@ -608,7 +455,7 @@ def build_search_command(
         if by_file:
             views.print_files(payload, found.folders)
         else:
-            _print_human(payload, full=full)
+            render.print_human(payload, full=full)
 
     if plugins is not None:
         say = warn or _warn_now
@@ -690,7 +537,7 @@ class _Found:
 
     def explain(self) -> Any:
         """One KB: its explanation; several: a list of them, each naming its KB."""
-        explained = [(kb, _explain(r, legs, ctx)) for kb, r, legs, ctx in self.runs]
+        explained = [(kb, render.explain(r, legs, ctx)) for kb, r, legs, ctx in self.runs]
         if len(explained) == 1 and explained[0][0] is None:
             return explained[0][1]
         return [{"kb": kb, **one} for kb, one in explained]
@@ -699,7 +546,7 @@ class _Found:
         for kb, response, legs, ctx in self.runs:
             if kb is not None:
                 click.echo(style(f"kb {printable(kb)}:", bold=True))
-            _print_explain(_explain(response, legs, ctx))
+            render.print_explain(render.explain(response, legs, ctx))
 
 
 def _run_search(

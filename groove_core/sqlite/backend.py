@@ -18,8 +18,8 @@ from groove_core.hookspecs import hookimpl
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from groove_core.indexer import IndexReport
-    from groove_core.leg_index import BoundIndex
+    from groove_core.index_report import IndexReport
+    from groove_core.leg_index import BoundIndex, LegIndexImpl
     from groove_core.sqlite.store import Consistency, Store
     from groove_core.storage import IndexStore, StoreError
 
@@ -242,6 +242,16 @@ def _factory(ctx: BackendContext) -> SqliteBackend:
 @hookimpl
 def groove_storage_backends() -> list[BackendSpec]:
     return [BackendSpec(NAME, _factory, "one SQLite file per KB (the default)")]
+
+
+@hookimpl
+def groove_leg_indexes() -> list[LegIndexImpl]:
+    """The built-in lexical legs' indexes in the SQLite file: FTS5 tables
+    (groove_core/sqlite/lexical_legs.py)."""
+    from groove_core.leg_index import LegIndexImpl
+    from groove_core.sqlite.lexical_legs import TrigramIndex, WordIndex
+
+    return [LegIndexImpl("fts", NAME, TrigramIndex), LegIndexImpl("word", NAME, WordIndex)]
 
 
 def _satisfies_index_store(store: Store) -> IndexStore:

@@ -16,11 +16,10 @@ legs hand these indexes phrases and terms, never FTS5 text.
 from __future__ import annotations
 
 import json
-import unicodedata
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from groove_core import words
+from groove_core.builtins.legs import fts_version, word_version
 from groove_core.leg_index import BoundIndex, IndexedChunk
 from groove_core.query import match_expression, normalize
 from groove_core.sqlite import word_table
@@ -30,8 +29,6 @@ __all__ = [
     "FTS_SCHEMA",
     "TrigramIndex",
     "WordIndex",
-    "fts_version",
-    "word_version",
 ]
 
 FTS_SCHEMA = """
@@ -58,17 +55,6 @@ FTS_VOCAB_SQL = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS temp.fts_vocab USING fts5vocab(main, fts_chunks, row)"
 )
 FTS_TERM_ROWS_SQL = "SELECT doc FROM temp.fts_vocab WHERE term = ?"
-
-
-def fts_version() -> str:
-    """What the trigram table's text depends on besides the chunks: Python's Unicode
-    database (NFKC)."""
-    return f"unicode {unicodedata.unidata_version}"
-
-
-def word_version() -> str:
-    """... and the word table's: the Unicode database and the word segmentation."""
-    return f"unicode {unicodedata.unidata_version}; words {words.SEGMENTATION}"
 
 
 #: (chunk id, heading, context, content) as the lexical tables index them (NFKC).
@@ -127,12 +113,12 @@ class _Fts5Index:
     def check(self) -> list[str]:
         """FTS5's own consistency check (issued as an INSERT: the store runs it only on a
         writable index)."""
-        from groove_core.sqlite.store import sqlite_errors
+        import pysqlite3.dbapi2 as sqlite3
 
         table = self.table
         try:
             self.conn.execute(f"INSERT INTO {table}({table}, rank) VALUES ('integrity-check', 1)")
-        except sqlite_errors() as err:
+        except sqlite3.DatabaseError as err:
             return [f"{table}: {err}"]
         return []
 

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from groove_core.builtins.legs import word_version
 from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.rows import (
     ChunkRow,
@@ -36,7 +37,7 @@ from groove_core.rows import (
     document_chunk_row,
 )
 from groove_core.sqlite import link_table
-from groove_core.sqlite.lexical_legs import DEFAULT_INDEXES, word_version
+from groove_core.sqlite.lexical_legs import DEFAULT_INDEXES
 from groove_core.storage import (
     INCOMPLETE_KEY,
     LAST_RUN_KEY,

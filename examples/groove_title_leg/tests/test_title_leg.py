@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.config import ConfigError, GrooveConfig
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.plugins import list_plugins, make_plugin_manager
 from groove_core.testing import (
     FAST_CONFIG,
@@ -168,3 +168,25 @@ def test_disabling_it_leaves_its_index_to_be_filled_again(tmp_path: Path) -> Non
     without.close()
     app = open_kb(kb, entry_points=False, index=False, extra_plugins=[("titles", groove_title_leg)])
     check_leg_index(app, "titles")  # filled again on open: the new note's chunk included
+
+
+def test_explain_shows_what_the_leg_reports_of_itself(tmp_path: Path) -> None:
+    """--explain shows a plugin leg's own meta keys (here: whether it read its index, how
+    many titles matched), in the text and in --json --explain alike."""
+    import json
+
+    kb = make_kb(tmp_path / "kb", NOTES)
+    runner = CliRunner()
+    cli = build_cli(make_plugin_manager(GrooveConfig()))
+    assert runner.invoke(cli, ["index", str(kb)], catch_exceptions=False).exit_code == 0
+    args = ["search", "deployment", "--titles", "--kb", str(kb), "--explain"]
+    text = runner.invoke(cli, args, catch_exceptions=False).output
+    lines = text.splitlines()
+    head = next(i for i, line in enumerate(lines) if line.startswith("leg titles (lexical)"))
+    assert lines[head + 1 : head + 3] == ["  index: true", "  documents: 1"]
+    payload = json.loads(runner.invoke(cli, [*args, "--json"], catch_exceptions=False).output)
+    titles = next(leg for leg in payload["explain"]["legs"] if leg["name"] == "titles")
+    assert titles["meta"] == {"index": True, "documents": 1}
+    # The built-in word leg's terms are the query's words again: not repeated.
+    word = next(leg for leg in payload["explain"]["legs"] if leg["name"] == "word")
+    assert "meta" not in word

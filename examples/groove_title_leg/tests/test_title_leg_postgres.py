@@ -17,7 +17,7 @@ import pytest
 from groove_postgres.testing import postgres_dsn, postgres_server, store_toml  # noqa: F401
 
 from groove_core.app import Groove
-from groove_core.indexer import IndexProgress
+from groove_core.index_report import IndexProgress
 from groove_core.testing import check_leg_index, make_kb, open_kb
 
 NOTES = {

@@ -25,7 +25,7 @@ from groove_documents.testing import (
 
 from groove_core.app import Groove
 from groove_core.cli.get import Target, read_target
-from groove_core.indexer import IndexReport
+from groove_core.index_report import IndexReport
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 from groove_core.watch import Watcher
 
@@ -40,6 +40,19 @@ def _index(kb: Path) -> tuple[Groove, dict[str, str], list[tuple[str, str]], flo
     report = app.index()
     spent = time.perf_counter() - started
     return app, dict(report.skipped), report.warnings, spent
+
+
+def _read_all(
+    tmp_path: Path, files: dict[str, str | bytes], settings: str = ""
+) -> tuple[Groove, list[tuple[str, str]], float]:
+    """Index NOTE and ``files`` under these ``[plugin.documents]`` settings, where each
+    hostile file must be read (capped or cut, with a warning), none skipped: the app, the
+    run's warnings and its seconds."""
+    config = FAST_CONFIG + (f"\n[plugin.documents]\n{settings}" if settings else "")
+    kb = make_kb(tmp_path / "kb", {**NOTE, **files}, config=config)
+    app, skipped, warnings, spent = _index(kb)
+    assert skipped == {}
+    return app, warnings, spent
 
 
 def test_an_encrypted_pdf_is_skipped_and_one_with_an_empty_password_is_read(
@@ -91,22 +104,19 @@ def test_a_zip_bomb_docx_is_refused_before_it_is_expanded(tmp_path: Path) -> Non
 def test_a_docx_of_very_many_paragraphs_stops_at_its_time_budget(tmp_path: Path) -> None:
     # The streaming reader reads about 230,000 paragraphs a second: a quarter of a second
     # of them is already 3 MB of text for the index (the bound covers indexing it).
-    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.25\nmax_chars = 100000000\n"
-    kb = make_kb(tmp_path / "kb", NOTE, config=config)
-    (kb / "long.docx").write_bytes(many_paragraphs_docx(150_000))
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    settings = "max_seconds = 0.25\nmax_chars = 100000000\n"
+    app, warnings, spent = _read_all(
+        tmp_path, {"long.docx": many_paragraphs_docx(150_000)}, settings
+    )
     assert ("long.docx", "stopped reading after [plugin.documents] max_seconds (0.25)") in warnings
     assert "long.docx" in {d.path for d in app.store.documents()}
     assert spent < BOUND_SECONDS
 
 
 def test_a_pdf_of_10000_pages_is_capped_with_a_warning(tmp_path: Path) -> None:
-    config = FAST_CONFIG + "\n[plugin.documents]\nmax_pages = 300\n"
-    kb = make_kb(tmp_path / "kb", NOTE, config=config)
-    (kb / "tome.pdf").write_bytes(many_pages_pdf(10_000))
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    app, warnings, spent = _read_all(
+        tmp_path, {"tome.pdf": many_pages_pdf(10_000)}, "max_pages = 300\n"
+    )
     assert (
         "tome.pdf",
         "only the first 300 of 10000 pages read ([plugin.documents] max_pages)",
@@ -117,10 +127,7 @@ def test_a_pdf_of_10000_pages_is_capped_with_a_warning(tmp_path: Path) -> None:
 
 
 def test_one_huge_page_is_left_out_and_the_rest_read(tmp_path: Path) -> None:
-    kb = make_kb(tmp_path / "kb", NOTE)
-    (kb / "poster.pdf").write_bytes(huge_page_pdf(4 << 20))
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    app, warnings, spent = _read_all(tmp_path, {"poster.pdf": huge_page_pdf(4 << 20)})
     assert (
         "poster.pdf",
         "page 1 left out: its content is 4194313 bytes, over [plugin.documents] "
@@ -131,14 +138,12 @@ def test_one_huge_page_is_left_out_and_the_rest_read(tmp_path: Path) -> None:
 
 
 def test_deeply_nested_html_is_read_flat_past_the_depth_cap(tmp_path: Path) -> None:
-    kb = make_kb(tmp_path / "kb", NOTE)
     depth = 100_000
-    (kb / "deep.html").write_text(
-        "<div>" * depth + "buried treasure" + "</div>" * depth, encoding="utf-8"
-    )
-    (kb / "wide.html").write_text("<p>" + "<b>x</b>" * 200_000 + "</p>", encoding="utf-8")
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    files: dict[str, str | bytes] = {
+        "deep.html": "<div>" * depth + "buried treasure" + "</div>" * depth,
+        "wide.html": "<p>" + "<b>x</b>" * 200_000 + "</p>",
+    }
+    app, warnings, spent = _read_all(tmp_path, files)
     assert (
         "deep.html",
         "markup nested deeper than [plugin.documents] max_depth (256) was read as plain text",
@@ -259,11 +264,9 @@ def test_a_page_with_a_bogus_meta_charset_is_read_as_utf8(tmp_path: Path) -> Non
 
 
 def test_html_reading_stops_at_its_time_budget(tmp_path: Path) -> None:
-    config = FAST_CONFIG + "\n[plugin.documents]\nmax_seconds = 0.05\n"
-    kb = make_kb(tmp_path / "kb", NOTE, config=config)
-    (kb / "long.html").write_text("<p>lorem ipsum</p>" * 500_000, encoding="utf-8")
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    app, warnings, spent = _read_all(
+        tmp_path, {"long.html": "<p>lorem ipsum</p>" * 500_000}, "max_seconds = 0.05\n"
+    )
     assert ("long.html", "stopped reading after [plugin.documents] max_seconds (0.05)") in warnings
     assert "long.html" in {d.path for d in app.store.documents()}
     assert spent < BOUND_SECONDS
@@ -281,11 +284,11 @@ def test_pdf_stream_bombs_cost_their_budget_not_their_size(tmp_path: Path) -> No
         cpu, grown, outcome = _probe("bomb.pdf", make)
         assert (grown < 32, cpu < 2.0) == (True, True), (make, grown, cpu)
         assert over in outcome
-    kb = make_kb(tmp_path / "kb", NOTE)
-    (kb / "pages.pdf").write_bytes(flate_bomb_pdf(8, 16 << 20))
-    (kb / "streams.pdf").write_bytes(flate_bomb_pdf(1, 16 << 20, streams=8, other="cobbles"))
-    app, skipped, warnings, spent = _index(kb)
-    assert skipped == {}
+    files: dict[str, str | bytes] = {
+        "pages.pdf": flate_bomb_pdf(8, 16 << 20),
+        "streams.pdf": flate_bomb_pdf(1, 16 << 20, streams=8, other="cobbles"),
+    }
+    app, warnings, spent = _read_all(tmp_path, files)
     assert [w for path, w in warnings if path == "pages.pdf"] == [
         f"page {n} {over}" for n in range(1, 9)
     ]
@@ -296,12 +299,9 @@ def test_pdf_stream_bombs_cost_their_budget_not_their_size(tmp_path: Path) -> No
 
 
 def test_a_pdf_stops_at_its_budget_of_decoded_content(tmp_path: Path) -> None:
-    config = FAST_CONFIG + "\n[plugin.documents]\nmax_document_content_bytes = 1048576\n"
-    kb = make_kb(tmp_path / "kb", NOTE, config=config)
     heavy = flate_bomb_pdf(4, 400_000, lead="the cover page")  # 400 KB a page: each fits
-    (kb / "heavy.pdf").write_bytes(heavy)
-    app, skipped, warnings, _ = _index(kb)
-    assert skipped == {}
+    settings = "max_document_content_bytes = 1048576\n"
+    app, warnings, _ = _read_all(tmp_path, {"heavy.pdf": heavy}, settings)
     text = read_target(app, Target(path="heavy.pdf"), 0)["content"]
     assert "the cover page" in text and "lichens" not in text  # the last page not reached
     assert [w for path, w in warnings if path == "heavy.pdf"] == [

@@ -41,7 +41,7 @@ from groove_postgres.settings import PostgresSettings, redact
 if TYPE_CHECKING:
     import psycopg
 
-    from groove_core.indexer import IndexReport
+    from groove_core.index_report import IndexReport
     from groove_core.leg_index import BoundIndex
     from groove_core.storage import IndexStore
     from groove_postgres.store import Database, PostgresStore

@@ -27,18 +27,16 @@ from __future__ import annotations
 import unicodedata
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from groove_core import words
 from groove_core.leg_index import BoundIndex, IndexedChunk
 from groove_core.query import match_expression
 from groove_postgres import lexical, wordleg
-from groove_postgres.store import _SURFACE_MARK_SQL, _TEXT, rows_in_chunks
+from groove_postgres.lexical import SURFACE_MARK_SQL, TEXT_SQL
 
 if TYPE_CHECKING:
     import psycopg
-
-    from groove_postgres.store import PostgresStore
 
 __all__ = [
     "PgTrigramIndex",
@@ -50,6 +48,18 @@ __all__ = [
     "trigram_index",
     "word_index",
 ]
+
+
+class _Owner(Protocol):
+    """What a site reads of its store (``groove_postgres.store.PostgresStore``)."""
+
+    @property
+    def db(self) -> Any: ...  # its database handle: .s is the schema
+
+    @property
+    def kb_id(self) -> int: ...
+
+    def _conn(self) -> AbstractContextManager[psycopg.Connection[Any]]: ...
 
 
 class PostgresSite:
@@ -79,7 +89,7 @@ class PostgresSite:
     snapshot: they read, never write.
     """
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(self, store: _Owner) -> None:
         self._store = store
 
     @property
@@ -233,9 +243,9 @@ class PgTrigramIndex(_ChunkColumns):
         branch = (
             "SELECT {i} AS i, id, ntok AS len, {t}, "
             "%s * {h} + %s * {x} + %s * {c} AS f, 1 AS n "
-            f"FROM {s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
+            f"FROM {s}.chunks WHERE kb = %s AND {TEXT_SQL} LIKE %s"
         )
-        keep = " AND ".join(f"{_TEXT} NOT LIKE %s" for _ in neg) or "true"
+        keep = " AND ".join(f"{TEXT_SQL} NOT LIKE %s" for _ in neg) or "true"
         # A phrase of Latin letters and digits is counted from its surface words' postings
         # (groove_postgres.lexical): the words containing it come from the vocabulary's
         # trigram index, their postings from word_tf's primary key (one range each: OFFSET 0
@@ -247,7 +257,7 @@ class PgTrigramIndex(_ChunkColumns):
             "1 AS n FROM (SELECT term, {occ} AS occ "
             f"FROM {s}.surface_terms WHERE kb = %s AND term LIKE %s) v "
             "CROSS JOIN LATERAL (SELECT chunk_id, h, x, c, len "
-            f"FROM {s}.word_tf t WHERE t.kb = %s AND t.term = {_SURFACE_MARK_SQL} || v.term"
+            f"FROM {s}.word_tf t WHERE t.kb = %s AND t.term = {SURFACE_MARK_SQL} || v.term"
             " OFFSET 0) p GROUP BY p.chunk_id"
         )
         excluding = f"(SELECT {keep} FROM {s}.chunks WHERE id = p.chunk_id)"
@@ -290,7 +300,7 @@ class PgTrigramIndex(_ChunkColumns):
             return frozenset()
         s, kb = self.site.schema, self.site.kb
         # One GIN scan per phrase (as search), not an OR that the planner scans whole.
-        branch = f"SELECT id FROM {s}.chunks WHERE kb = %s AND {_TEXT} LIKE %s"
+        branch = f"SELECT id FROM {s}.chunks WHERE kb = %s AND {TEXT_SQL} LIKE %s"
         params: list[Any] = []
         for phrase in phrases:
             params += [kb, lexical.like_pattern(lexical.fold(phrase))]
@@ -398,6 +408,13 @@ class PgWordIndex(_ChunkColumns):
         return match_expression(terms, ())
 
 
+def rows_in_chunks(index: Any) -> bool:
+    """Whether the store writes ``index``'s rows with the chunk rows: the built-in lexical
+    legs' indexes on PostgreSQL (``groove_postgres.legs``), never filled from the chunks nor
+    written through the ``LegIndex`` methods."""
+    return getattr(index, "rows_in_chunks", False) is True
+
+
 def trigram_index(site: PostgresSite) -> PgTrigramIndex:
     """The factory of the trigram leg's index (``LegIndexImpl("fts", "postgres", ...)``)."""
     return PgTrigramIndex(site)
@@ -411,8 +428,8 @@ def word_index(site: PostgresSite) -> PgWordIndex:
 def builtin_versions() -> dict[str, str]:
     """The built-in lexical legs' index versions (``"fts"``, ``"word"``): what their rows
     depend on besides the chunks, the Unicode database (NFKC) and, for the word leg, the
-    word segmentation. The same values as the built-in legs' specs declare (the SQLite
-    wing's ``fts_version()`` / ``word_version()``; ``tests/test_legs.py`` compares them):
+    word segmentation. The same values as the built-in legs' specs declare (the built-in
+    legs' ``fts_version()`` / ``word_version()``; ``tests/test_legs.py`` compares them):
     this plugin builds on the storage contract alone, never on the built-in legs or the
     SQLite wing."""
     unicode = f"unicode {unicodedata.unidata_version}"

@@ -37,6 +37,12 @@ from collections.abc import Iterable
 
 from groove_core.folding import fold_char
 
+#: The indexed lexical text: the three folded columns joined by :data:`SEPARATOR`, as SQL.
+#: Written out literally wherever a query must use the GIN index on it.
+TEXT_SQL = "(heading_n || E'\\x1f' || context_n || E'\\x1f' || content_n)"
+#: The surface-word mark (:data:`SURFACE_MARK`) as SQL.
+SURFACE_MARK_SQL = "E'\\x1f'"
+
 __all__ = [
     "SEPARATOR",
     "SURFACE_MARK",

@@ -71,6 +71,8 @@ from groove_core.storage import (
 )
 from groove_postgres import lexical, wordleg
 from groove_postgres.errors import classify, pg_errors
+from groove_postgres.legs import PostgresSite, builtin_versions, default_indexes, rows_in_chunks
+from groove_postgres.lexical import SURFACE_MARK_SQL, TEXT_SQL
 from groove_postgres.settings import PostgresSettings, SettingsError, connect_kwargs, scrub
 
 if TYPE_CHECKING:
@@ -219,7 +221,8 @@ def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
         + ", ".join(f"ALTER COLUMN {c} SET STORAGE EXTERNAL" for c in _LEXICAL_COLUMNS),
         f"CREATE INDEX IF NOT EXISTS chunks_doc ON {s}.chunks(doc_id, ordinal)",
         f"CREATE INDEX IF NOT EXISTS chunks_kb ON {s}.chunks(kb, id)",
-        f"CREATE INDEX IF NOT EXISTS chunks_trgm ON {s}.chunks USING gin (({_TEXT}) gin_trgm_ops)",
+        f"CREATE INDEX IF NOT EXISTS chunks_trgm ON {s}.chunks "
+        f"USING gin (({TEXT_SQL}) gin_trgm_ops)",
         f"CREATE INDEX IF NOT EXISTS chunks_words ON {s}.chunks USING gin (wterms)",
         f"""CREATE TABLE IF NOT EXISTS {s}.vectors (
             chunk_id bigint PRIMARY KEY REFERENCES {s}.chunks(id) ON DELETE CASCADE,
@@ -294,12 +297,6 @@ _LEXICAL_COLUMNS = (
 #: The lexical legs' GIN indexes (their pending lists are merged after each run).
 _GIN_INDEXES = ("chunks_trgm", "chunks_words", "surface_terms_trgm")
 
-#: The indexed lexical text: the three folded columns joined by lexical.SEPARATOR. Written
-#: out literally wherever a query must use the GIN index on it.
-_TEXT = "(heading_n || E'\\x1f' || context_n || E'\\x1f' || content_n)"
-#: The surface-word mark as SQL.
-_SURFACE_MARK_SQL = "E'\\x1f'"
-
 
 def word_rules() -> str:
     """What :data:`WORD_RULES_KEY` records for a KB written by this code: the word rules and
@@ -307,13 +304,6 @@ def word_rules() -> str:
     bare rules, finds it differs and rewrites the word columns (recording the bare rules),
     which in turn tells this code that the postings may be stale."""
     return f"{words.SEGMENTATION}+tf{WORD_TF_VERSION}"
-
-
-def rows_in_chunks(index: Any) -> bool:
-    """Whether the store writes ``index``'s rows with the chunk rows: the built-in lexical
-    legs' indexes on PostgreSQL (``groove_postgres.legs``), never filled from the chunks nor
-    written through the ``LegIndex`` methods."""
-    return getattr(index, "rows_in_chunks", False) is True
 
 
 def _indexed_sql(s: str) -> str:
@@ -721,7 +711,6 @@ class PostgresStore:
         owns_db: bool = False,
         indexes: Sequence[BoundIndex] | None = None,
     ) -> None:
-        from groove_postgres.legs import PostgresSite, default_indexes
 
         self.db = db
         self.settings = db.settings
@@ -875,7 +864,7 @@ class PostgresStore:
                 if words
             ]
             + [
-                f"SELECT {n} AS col, {_SURFACE_MARK_SQL} || w AS term, ch.ntok AS len "
+                f"SELECT {n} AS col, {SURFACE_MARK_SQL} || w AS term, ch.ntok AS len "
                 f"FROM regexp_split_to_table(ch.{c}_n, {split}) w WHERE length(w) >= 3"
                 for n, c in ((1, "heading"), (2, "context"), (3, "content"))
             ]
@@ -899,7 +888,7 @@ class PostgresStore:
         else:
             conn.execute(
                 f"DELETE FROM {self._s}.word_tf WHERE kb = %s "
-                f"AND starts_with(term, {_SURFACE_MARK_SQL})",
+                f"AND starts_with(term, {SURFACE_MARK_SQL})",
                 (self.kb_id,),
             )
         conn.execute(
@@ -921,7 +910,7 @@ class PostgresStore:
         parameter (the KB id)."""
         return (
             f"SELECT * FROM {self._s}.word_tf WHERE kb = %s "
-            f"AND starts_with(term, {_SURFACE_MARK_SQL})"
+            f"AND starts_with(term, {SURFACE_MARK_SQL})"
         )
 
     @property
@@ -1150,7 +1139,6 @@ class PostgresStore:
         forgotten), since it misses this write: enabling the leg again fills it once. Not
         the built-in legs' at their version, which this store writes whatever legs are
         enabled."""
-        from groove_postgres.legs import builtin_versions
 
         recorded = self._recorded()
         always = builtin_versions()
@@ -1837,7 +1825,7 @@ class PostgresStore:
                 f"DELETE FROM {self._s}.surface_terms v WHERE v.kb = %s "
                 "AND v.term = ANY(%b::text[]) AND NOT EXISTS (SELECT 1 "
                 f"FROM {self._s}.word_tf t WHERE t.kb = v.kb "
-                f"AND t.term = {_SURFACE_MARK_SQL} || v.term)",
+                f"AND t.term = {SURFACE_MARK_SQL} || v.term)",
                 (self.kb_id, surface),
             )
         conn.execute(f"DELETE FROM {self._s}.documents WHERE id = %s", (doc_id,))
