@@ -153,21 +153,16 @@ def tokenizer_cost() -> None:
     print(f"- tokenizer tables loaded in {loaded:.2f} CPU-s (once per process)")
 
 
-def _groove(args: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """(wall s, CPU s of the process and its children, stdout) of a groove command."""
+def _timed(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and its children, stdout) of ``command`` run in a
+    process of its own (a failed run raises)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    out = subprocess.run(
-        [sys.executable, "-m", "groove_core", *args],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    out = subprocess.run(command, env=env, capture_output=True, text=True, check=True).stdout
     wall = time.perf_counter() - started
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, out.stdout
+    return wall, cpu, out
 
 
 def index_runs(rounds: int, names: list[str]) -> None:
@@ -191,7 +186,8 @@ def index_runs(rounds: int, names: list[str]) -> None:
                     f'[embedder]\nname = "{name}"\nindex_threads = {threads}\n'
                     f'own_process = "{own}"\n'
                 )
-                wall, cpu, out = _groove(["index", str(kb), "--quiet", "--json"], OFFLINE_ENV)
+                index = ["-m", "groove_core", "index", str(kb), "--quiet", "--json"]
+                wall, cpu, out = _timed([sys.executable, *index], OFFLINE_ENV)
                 chunks = int(json.loads(out)["chunks_embedded"])
                 results[setting].append((wall, cpu, chunks))
                 print(f"  index {setting}: {wall:.1f} s, {cpu:.1f} CPU-s", file=sys.stderr)
@@ -233,17 +229,7 @@ def first_use() -> None:
         env = {**OFFLINE_ENV, "GROOVE_CACHE_DIR": scratch}
         for name in ("e5-small", "use-multilingual"):
             for label in ("first use (builds the cache)", "later (reads it)"):
-                before = resource.getrusage(resource.RUSAGE_CHILDREN)
-                started = time.perf_counter()
-                subprocess.run(
-                    [sys.executable, "-c", FIRST_QUERY, name],
-                    env=env,
-                    check=True,
-                    capture_output=True,
-                )
-                wall = time.perf_counter() - started
-                after = resource.getrusage(resource.RUSAGE_CHILDREN)
-                cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+                wall, cpu, _ = _timed([sys.executable, "-c", FIRST_QUERY, name], env)
                 print(f"| {name} | {label}: start, load, one query | {wall:.1f} s | {cpu:.1f} s |")
 
 

@@ -14,7 +14,8 @@ import time
 from pathlib import Path
 
 from groove_core.query import parse_query
-from groove_core.sqlite.store import FTS_IDS_SQL, FTS_RANKED_SQL, Store
+from groove_core.sqlite.lexical_legs import FTS_IDS_SQL, FTS_RANKED_SQL
+from groove_core.sqlite.store import Store
 
 WORDS = [
     "alpha",

@@ -32,7 +32,8 @@ from groove_core.app import Groove
 from groove_core.builtins.legs import common_phrases, common_terms
 from groove_core.query import match_expression, parse_query
 from groove_core.sqlite import word_table
-from groove_core.sqlite.store import FTS_RANKED_SQL, Store
+from groove_core.sqlite.lexical_legs import FTS_RANKED_SQL
+from groove_core.sqlite.store import Store
 
 WEIGHTS = (2.0, 1.0, 1.0)
 LEG_SIZE = 50

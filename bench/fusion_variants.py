@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,13 +47,28 @@ VARIANTS: dict[str, dict[str, Any]] = {
 }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", type=Path, default=Path(tempfile.gettempdir()) / "groove-eval")
-    parser.add_argument("--variants", default="seed,default")
+def variants_main(
+    doc: str,
+    variants: Mapping[str, dict[str, Any]],
+    goldens: Iterable[str],
+    default: str,
+    work: Path | None,
+) -> None:
+    """The command line a benchmark of config variants shares (this one's and
+    bench/prf_variants.py's): ``--work`` (required where ``work`` is None), ``--variants``
+    (``default`` unless given), ``--golden`` (repeated; ``goldens`` unless given); prints
+    the table of bench/paired.py."""
+    parser = argparse.ArgumentParser(description=doc.split("\n")[0])
+    parser.add_argument("--work", type=Path, default=work, required=work is None)
+    parser.add_argument("--variants", default=default)
     parser.add_argument("--golden", action="append", default=None)
     args = parser.parse_args()
-    variant_table(parser, args.work, args.golden or GOLDEN_SETS, VARIANTS, args.variants)
+    variant_table(parser, args.work, args.golden or goldens, variants, args.variants)
+
+
+def main() -> None:
+    work = Path(tempfile.gettempdir()) / "groove-eval"
+    variants_main(__doc__ or "", VARIANTS, GOLDEN_SETS, "seed,default", work)
 
 
 if __name__ == "__main__":

@@ -96,6 +96,33 @@ def index_on_sqlite(kb: Path, base: str) -> tuple[dict[str, Any], float]:
     return report, time.perf_counter() - started
 
 
+def sqlite_kb(root: Path, size: int, embedder: str) -> tuple[Path, str, dict[str, Any], float]:
+    """The benchmark KB of about ``size`` chunks of real text (bench/corpus.py, written
+    once under ``root``) indexed on SQLite by ``embedder``: the KB, its groove.toml without
+    the ``[store]`` table (for :func:`use_backend`), the index run's report and seconds."""
+    import corpus
+
+    kb = root / f"{size}-{embedder}"
+    corpus.write(size, kb)
+    base = f'[index]\nmax_chunk_tokens = 400\n\n[embedder]\nname = "{embedder}"\n'
+    report, seconds = index_on_sqlite(kb, base)
+    return kb, base, report, seconds
+
+
+def copy_to_postgres(
+    kb: Path, base: str, server: Any, database: str
+) -> tuple[str, dict[str, Any], float, float]:
+    """Create ``database`` on ``server``, point the KB at it and copy its SQLite index there
+    (``groove index --copy-from sqlite``: the same rows and vectors): the database's DSN,
+    the copy's report, its wall seconds and the CPU seconds the server spent on it."""
+    dsn = create_database(server, database)
+    use_backend(kb, base, "postgres", dsn)
+    started, before = time.perf_counter(), postgres_cpu(server)
+    out = groove("index", str(kb), "--copy-from", "sqlite", "--json", "--quiet").stdout
+    copied: dict[str, Any] = json.loads(out)
+    return dsn, copied, time.perf_counter() - started, postgres_cpu(server) - before
+
+
 def cpu_seconds(pid: int, *, children: bool = False) -> float:
     """User + system CPU time of a process so far (Linux /proc; 0 elsewhere); with
     ``children``, plus that of its children it has waited for."""

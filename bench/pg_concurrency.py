@@ -37,18 +37,16 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpus
 from load import client_loop, start_http_server
 from mcp import Client
 from pg_common import (
     ROOT,
     begin,
+    copy_to_postgres,
     cpu_seconds,
-    create_database,
-    groove,
-    index_on_sqlite,
     load_average,
     postgres_cpu,
+    sqlite_kb,
     start_postgres,
     use_backend,
 )
@@ -176,10 +174,7 @@ def table(by_backend: dict[str, list[dict[str, Any]]], readers: dict[str, int | 
 
 async def main_async(args: argparse.Namespace) -> None:
     postgres = begin("pg_concurrency", sqlite_only=args.sqlite_only)
-    kb = args.root / f"{args.size}-{args.embedder}"
-    corpus.write(args.size, kb)
-    base = f'[index]\nmax_chunk_tokens = 400\n\n[embedder]\nname = "{args.embedder}"\n'
-    report, seconds = index_on_sqlite(kb, base)
+    kb, base, report, seconds = sqlite_kb(args.root, args.size, args.embedder)
     print(
         f"SQLite index: {report['chunks_total']} chunks in {report['documents_total']} files "
         f"({report['chunks_embedded']} embedded now, {seconds:.0f} s)",
@@ -194,17 +189,10 @@ async def main_async(args: argparse.Namespace) -> None:
         dsn = None
         if postgres:
             server = start_postgres()
-            dsn = create_database(server, "groove_concurrency")
-            use_backend(kb, base, "postgres", dsn)
-            started = time.perf_counter()
-            before = postgres_cpu(server)
-            copied = json.loads(
-                groove("index", str(kb), "--copy-from", "sqlite", "--json", "--quiet").stdout
-            )
+            dsn, copied, wall, cpu = copy_to_postgres(kb, base, server, "groove_concurrency")
             print(
-                f"copied to PostgreSQL: {copied['chunks_total']} chunks in "
-                f"{time.perf_counter() - started:.0f} s (PostgreSQL CPU "
-                f"{postgres_cpu(server) - before:.0f} s)",
+                f"copied to PostgreSQL: {copied['chunks_total']} chunks in {wall:.0f} s "
+                f"(PostgreSQL CPU {cpu:.0f} s)",
                 flush=True,
             )
         for round_ in range(args.rounds):

@@ -30,14 +30,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpus
 from pg_common import (
     begin,
-    create_database,
-    groove,
-    index_on_sqlite,
+    copy_to_postgres,
     load_average,
     postgres_cpu,
+    sqlite_kb,
     start_postgres,
     use_backend,
 )
@@ -151,10 +149,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
     begin("pg_search_cost", sqlite_only=False)
-    kb = args.root / f"{args.size}-{args.embedder}"
-    corpus.write(args.size, kb)
-    base = f'[index]\nmax_chunk_tokens = 400\n\n[embedder]\nname = "{args.embedder}"\n'
-    report, seconds = index_on_sqlite(kb, base)
+    kb, base, report, seconds = sqlite_kb(args.root, args.size, args.embedder)
     print(f"SQLite index: {report['chunks_total']} chunks ({seconds:.0f} s)", flush=True)
     qs = queries(args.queries)
     legs: dict[str, float] = dict.fromkeys(LEGS, 0.0)
@@ -162,15 +157,8 @@ def main() -> None:
     runs: dict[str, list[dict[str, Any]]] = {"sqlite": [], "postgres": []}
     server = start_postgres()
     try:
-        dsn = create_database(server, "groove_search_cost")
-        use_backend(kb, base, "postgres", dsn)
-        started, before = time.perf_counter(), postgres_cpu(server)
-        groove("index", str(kb), "--copy-from", "sqlite", "--json", "--quiet")
-        print(
-            f"copied to PostgreSQL in {time.perf_counter() - started:.0f} s "
-            f"(PostgreSQL CPU {postgres_cpu(server) - before:.0f} s)",
-            flush=True,
-        )
+        dsn, _, wall, cpu = copy_to_postgres(kb, base, server, "groove_search_cost")
+        print(f"copied to PostgreSQL in {wall:.0f} s (PostgreSQL CPU {cpu:.0f} s)", flush=True)
         refill(dsn)
         vacuum(dsn)
         for round_ in range(args.rounds):

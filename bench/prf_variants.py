@@ -16,11 +16,10 @@ excludes 0). The figures in docs/eval.md ("Query expansion") come from this scri
 
 from __future__ import annotations
 
-import argparse
-from pathlib import Path
 from typing import Any
 
-from paired import GOLDEN_SETS, variant_table
+from fusion_variants import variants_main
+from paired import GOLDEN_SETS
 
 ON = {"search.prf.enabled": True}
 #: Every query expanded, as before ``min_terms``: the settings tables of docs/eval.md
@@ -53,12 +52,7 @@ GOLDEN = (
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--work", type=Path, required=True)
-    parser.add_argument("--variants", default="default,prf")
-    parser.add_argument("--golden", action="append", default=None)
-    args = parser.parse_args()
-    variant_table(parser, args.work, args.golden or GOLDEN, VARIANTS, args.variants)
+    variants_main(__doc__ or "", VARIANTS, GOLDEN, "default,prf", None)
 
 
 if __name__ == "__main__":

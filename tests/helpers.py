@@ -36,6 +36,18 @@ def index_content(index: Path) -> set[tuple[str, str, int, str]]:
     return out
 
 
+def bound_sockets(*paths: Path) -> None:
+    """Leave a Unix socket at each of ``paths``, bound and closed, never listening: what a
+    server killed before it listened leaves, refusing every connection as a full listen
+    queue does."""
+    import socket
+
+    for path in paths:
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+
+
 def raised_in_one_line(expected: type[E], call: Callable[[], object]) -> E:
     """The ``expected`` error that ``call`` raises, checked to be one line: what a user
     sees of a plugin's or an embedder's failure, never a traceback."""

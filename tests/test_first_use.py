@@ -35,36 +35,46 @@ NOTES = {
 }
 
 
-class _Gated(HashingEmbedder):
-    """The hashing embedder; past ``free`` calls of an index run, each waits for the
-    owner's gate, and each pauses ``pause`` seconds."""
+class _Watched(HashingEmbedder):
+    """The hashing embedder (identity ``NAME-hashing:64``), calling ``before_batch`` before
+    each batch an index run embeds: a search's query goes through untouched."""
 
-    def __init__(self, owner: _Plugin) -> None:
+    def __init__(self, name: str, before_batch: Callable[[], None]) -> None:
         super().__init__(64)
-        self.owner = owner
+        self.name, self.before_batch = name, before_batch
+
+    @classmethod
+    def spec(cls, name: str, before_batch: Callable[[], None]) -> EmbedderSpec:
+        """A plugin's declaration of this embedder as ``[embedder] name = NAME``."""
+        return EmbedderSpec(name, lambda config, settings: cls(name, before_batch))
 
     @property
     def identity(self) -> str:
-        return "gated-hashing:64"
+        return f"{self.name}-hashing:64"
 
     def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        # Only the index run's embedding is held up, not a search's query.
         if threading.current_thread().name == "groove-index-embed":
-            self.owner.calls += 1
-            if self.owner.calls > self.owner.free:
-                self.owner.gate.wait(30.0)
-            time.sleep(self.owner.pause)
+            self.before_batch()
         return super().embed_documents(texts)
 
 
 class _Plugin:
+    """The embedder ``gated``: past ``free`` batches of an index run, each waits for the
+    gate, and each pauses ``pause`` seconds."""
+
     def __init__(self, free: int = 10**6, pause: float = 0.0) -> None:
         self.free, self.pause, self.calls = free, pause, 0
         self.gate = threading.Event()
 
+    def _hold_up(self) -> None:
+        self.calls += 1
+        if self.calls > self.free:
+            self.gate.wait(30.0)
+        time.sleep(self.pause)
+
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("gated", lambda config, settings: _Gated(self))]
+        return [_Watched.spec("gated", self._hold_up)]
 
 
 def _open(kb: Path, plugin: _Plugin) -> Groove:
@@ -332,35 +342,23 @@ def test_ctrl_c_during_the_vector_pass_keeps_what_was_stored(tmp_path: Path) -> 
     assert (report.added, report.unchanged, report.chunks_embedded) == (0, 40, 28)
 
 
-class _Recording(HashingEmbedder):
-    """The hashing embedder, noting how many documents the index held when an index run
-    first asked it for vectors; it raises instead when ``fail`` is set."""
-
-    def __init__(self, owner: _RecordingPlugin) -> None:
-        super().__init__(64)
-        self.owner = owner
-
-    @property
-    def identity(self) -> str:
-        return "recording-hashing:64"
-
-    def embed_documents(self, texts: Sequence[str]) -> np.ndarray:
-        if threading.current_thread().name == "groove-index-embed":
-            if self.owner.first is None:
-                self.owner.first = _state(self.owner.index)[0]
-            if self.owner.fail:
-                raise RuntimeError("the model server went away")
-        return super().embed_documents(texts)
-
-
 class _RecordingPlugin:
+    """The embedder ``recording``, noting how many documents the index held when an index
+    run first asked it for vectors; it raises instead when ``fail`` is set."""
+
     def __init__(self, index: Path, *, fail: bool = False) -> None:
         self.index, self.fail = index, fail
         self.first: int | None = None
 
+    def _record(self) -> None:
+        if self.first is None:
+            self.first = _state(self.index)[0]
+        if self.fail:
+            raise RuntimeError("the model server went away")
+
     @hookimpl
     def groove_embedders(self) -> list[EmbedderSpec]:
-        return [EmbedderSpec("recording", lambda config, settings: _Recording(self))]
+        return [_Watched.spec("recording", self._record)]
 
 
 #: More chunks than one lexical batch (LEXICAL_BATCH_CHUNKS), one chunk per file.

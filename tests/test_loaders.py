@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,16 @@ def _app(kb: Path, loader: PagedText | None = None, index: bool = True) -> Groov
     return open_kb(kb, extra_plugins=[("paged", loader or PagedText())], index=index)
 
 
+def _refusal(serve: Callable[[], object], what: str) -> str:
+    """The message of the DocumentError with which ``serve`` refuses ``what``; a failure
+    naming ``what`` when it is served instead."""
+    try:
+        serve()
+    except DocumentError as err:
+        return str(err)
+    raise AssertionError(f"{what} was served")
+
+
 def test_a_loaded_file_is_indexed_searched_and_served_by_page(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", FILES)
     app = _app(kb)
@@ -92,26 +103,16 @@ def test_a_loaded_file_is_indexed_searched_and_served_by_page(tmp_path: Path) ->
 
 def test_a_page_the_file_lacks_is_one_clear_error(tmp_path: Path) -> None:
     app = _app(make_kb(tmp_path / "kb", FILES))
-    try:
-        read_target(app, Target(path="report.ptxt#page=9"), 0)
-    except DocumentError as err:
-        assert str(err) == (
-            "'report.ptxt': no part 'page=9' in this file (it has: page=1 to page=2)"
-        )
-    else:
-        raise AssertionError("page 9 was served")
+    refused = _refusal(lambda: read_target(app, Target(path="report.ptxt#page=9"), 0), "page 9")
+    assert refused == "'report.ptxt': no part 'page=9' in this file (it has: page=1 to page=2)"
 
 
 def test_without_the_plugin_the_type_is_neither_indexed_nor_served(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "kb", FILES)
     app = open_kb(kb, entry_points=False)  # the built-ins alone
     assert {d.path for d in app.store.documents()} == {"note.md"}
-    try:
-        resolve_markdown(app, "report.ptxt")
-    except DocumentError as err:
-        assert "is not a Markdown file" in str(err)
-    else:
-        raise AssertionError("an unclaimed type was served")
+    refused = _refusal(lambda: resolve_markdown(app, "report.ptxt"), "an unclaimed type")
+    assert "is not a Markdown file" in refused
 
 
 def test_markdown_keeps_its_plain_content_hash_and_loaded_files_record_the_loader(
@@ -162,12 +163,8 @@ def test_ignore_rules_and_links_apply_to_loaded_files(tmp_path: Path) -> None:
     (kb / ".grooveignore").write_text("drafts/\n", encoding="utf-8")
     app = _app(kb)
     assert {d.path for d in app.store.documents()} == {"note.md", "report.ptxt"}
-    try:
-        resolve_markdown(app, "drafts/old.ptxt")
-    except DocumentError as err:
-        assert "excluded by the ignore pattern 'drafts/'" in str(err)
-    else:
-        raise AssertionError("an ignored file was served")
+    refused = _refusal(lambda: resolve_markdown(app, "drafts/old.ptxt"), "an ignored file")
+    assert "excluded by the ignore pattern 'drafts/'" in refused
 
 
 def test_the_watcher_sees_loaded_files(tmp_path: Path) -> None:
@@ -226,9 +223,5 @@ def test_doctor_repairs_a_loaded_file_as_it_repairs_a_note(tmp_path: Path) -> No
 
 def test_a_fragment_on_a_name_too_long_is_refused_in_one_line(tmp_path: Path) -> None:
     app = _app(make_kb(tmp_path / "kb", FILES), index=False)
-    try:
-        resolve_markdown(app, "a" * 300 + ".ptxt#page=1")
-    except DocumentError as err:
-        assert "is not a Markdown file" in str(err)
-    else:
-        raise AssertionError("served")
+    refused = _refusal(lambda: resolve_markdown(app, "a" * 300 + ".ptxt#page=1"), "a long name")
+    assert "is not a Markdown file" in refused

@@ -175,11 +175,12 @@ def test_punctuation_inside_quotes_is_kept() -> None:
 # --------------------------------------------------------------------------- normalisation
 
 
-def test_normalize_is_nfkc_and_keeps_case() -> None:
-    assert normalize("ＡＰＩ") == "API"
-    assert normalize("？") == "?"
-    assert normalize("ｼｽﾃﾑ") == "システム"
-    assert normalize("Rust") == "Rust"
+@pytest.mark.parametrize(
+    ("text", "normalized"),
+    [("ＡＰＩ", "API"), ("？", "?"), ("ｼｽﾃﾑ", "システム"), ("Rust", "Rust")],
+)
+def test_normalize_is_nfkc_and_keeps_case(text: str, normalized: str) -> None:
+    assert normalize(text) == normalized
 
 
 def test_query_is_width_normalised() -> None:

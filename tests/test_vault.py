@@ -8,13 +8,14 @@ Japanese sentences, aliases, embeds and an attachment.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from groove_core.cli import build_cli
-from groove_core.testing import make_kb
+from groove_core.testing import FAST_CONFIG, make_kb
 
 NOTES = {
     "日誌.md": (
@@ -32,14 +33,19 @@ def _run(*args: str) -> tuple[int, str]:
     return result.exit_code, result.output
 
 
+def _indexed(root: Path, files: Mapping[str, str | bytes], config: str = FAST_CONFIG) -> Path:
+    """A KB of ``files`` at ``root``, indexed as a user does: ``groove index``."""
+    kb = make_kb(root, files, config=config)
+    code, out = _run("index", str(kb))
+    assert code == 0, out
+    return kb
+
+
 @pytest.fixture
 def vault_kb(tmp_path: Path) -> Path:
     vault = tmp_path / "vault"
     (vault / ".obsidian").mkdir(parents=True)
-    kb = make_kb(vault / "Notes", NOTES)
-    code, out = _run("index", str(kb))
-    assert code == 0, out
-    return kb
+    return _indexed(vault / "Notes", NOTES)
 
 
 def _paths(kb: Path, query: str, *options: str) -> list[str]:
@@ -79,11 +85,7 @@ def test_comments_are_neither_served_nor_searchable(vault_kb: Path) -> None:
 def test_comments_can_be_kept(tmp_path: Path) -> None:
     vault = tmp_path / "vault"
     (vault / ".obsidian").mkdir(parents=True)
-    kb = make_kb(vault / "Notes", NOTES)
-    config = kb / "groove.toml"
-    config.write_text(config.read_text() + '\n[index]\nobsidian_comments = "keep"\n')
-    code, out = _run("index", str(kb))
-    assert code == 0, out
+    kb = _indexed(vault / "Notes", NOTES, FAST_CONFIG + '\n[index]\nobsidian_comments = "keep"\n')
     assert _paths(kb, "draftsecret")[0] == "日誌.md"
     assert "draftsecret" in _served(kb, "draftsecret")
 
@@ -95,7 +97,7 @@ def test_links_inside_japanese_text_add_no_spaces(vault_kb: Path) -> None:
 
 
 def test_aliases_and_description_are_searchable_by_their_words(tmp_path: Path) -> None:
-    kb = make_kb(
+    kb = _indexed(
         tmp_path / "kb",
         {
             "Zettelkasten.md": (
@@ -106,8 +108,6 @@ def test_aliases_and_description_are_searchable_by_their_words(tmp_path: Path) -
             "Other.md": "# Other\n\nA page about gardening and tomatoes.\n",
         },
     )
-    code, out = _run("index", str(kb))
-    assert code == 0, out
     for query in ("slip box", "カード箱", "index cards for thinking"):
         code, out = _run("search", query, "--kb", str(kb), "--explain")
         assert code == 0, out
@@ -116,15 +116,12 @@ def test_aliases_and_description_are_searchable_by_their_words(tmp_path: Path) -
 
 
 def test_get_finds_a_note_by_its_name_and_lists_an_ambiguous_one(tmp_path: Path) -> None:
-    kb = make_kb(
-        tmp_path / "kb",
-        {
-            "Help/Canvas.md": "# Canvas\n\nAn infinite space.\n",
-            "a/Draft.md": "# Draft A\n",
-            "b/Draft.md": "# Draft B\n",
-        },
-    )
-    assert _run("index", str(kb))[0] == 0
+    notes = {
+        "Help/Canvas.md": "# Canvas\n\nAn infinite space.\n",
+        "a/Draft.md": "# Draft A\n",
+        "b/Draft.md": "# Draft B\n",
+    }
+    kb = _indexed(tmp_path / "kb", notes)
     for name in ("Canvas.md", "Canvas", "canvas"):
         code, out = _run("get", name, "--kb", str(kb))
         assert code == 0, out
@@ -138,7 +135,7 @@ def test_get_finds_a_note_by_its_name_and_lists_an_ambiguous_one(tmp_path: Path)
 
 
 def test_links_name_attachments_mark_embeds_and_take_a_note_name(tmp_path: Path) -> None:
-    kb = make_kb(
+    kb = _indexed(
         tmp_path / "kb",
         {
             "Notes/Mouse.md": (
@@ -148,7 +145,6 @@ def test_links_name_attachments_mark_embeds_and_take_a_note_name(tmp_path: Path)
             "Attachments/Engelbart.jpg": b"\xff\xd8\xff\xe0 not really a picture",
         },
     )
-    assert _run("index", str(kb))[0] == 0
     code, out = _run("links", "Mouse", "--kb", str(kb))
     assert code == 0, out
     assert "embed Engelbart.jpg -> Attachments/Engelbart.jpg (attachment)" in out

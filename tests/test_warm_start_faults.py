@@ -7,7 +7,6 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import socket
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -16,6 +15,7 @@ import pytest
 
 from groove_core.cli import serve, warm, warm_server
 from groove_core.errors import GrooveError
+from tests.helpers import bound_sockets
 
 
 def test_a_symbolic_link_planted_as_the_lock_file_is_one_line(tmp_path: Path) -> None:
@@ -77,10 +77,7 @@ def test_a_half_made_socket_of_a_dead_server_is_removed_at_start(tmp_path: Path)
     assert folder is not None
     dead = folder / f".{2**22 + 31}-1{warm.SUFFIX}.new"
     live = folder / f".{os.getpid()}-1{warm.SUFFIX}.new"
-    for path in (dead, live):
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))
-        sock.close()
+    bound_sockets(dead, live)
     kb = tmp_path / "kb"
     kb.mkdir()
     listener = warm_server.LocalServer([(kb, None, object())], on_stop=lambda: None)

@@ -21,6 +21,7 @@ import groove_core.cli.main  # sets warm_server.cli_factory, as the console scri
 from groove_core.app import Groove
 from groove_core.cli import warm, warm_server
 from groove_core.testing import make_kb, open_kb
+from tests.helpers import bound_sockets
 
 CONFIG = '[embedder]\nname = "hashing"\n'
 
@@ -125,16 +126,11 @@ def test_the_listen_queue_holds_more_than_the_clients_served_at_once() -> None:
 def test_a_refusing_socket_of_a_live_process_is_left_alone() -> None:
     """macOS and BSD refuse a connection when a live server's listen queue is full: the
     client removed that live server's socket. Now only a socket whose process is gone."""
-    import socket
-
     folder = warm.runtime_dir(create=True)
     assert folder is not None
     live = folder / f"{os.getpid()}-1{warm.SUFFIX}"
     dead = folder / f"{2**22 + 29}-1{warm.SUFFIX}"
-    for path in (live, dead):
-        sock = socket.socket(socket.AF_UNIX)
-        sock.bind(str(path))  # bound, not listening: it refuses, as a full queue does
-        sock.close()
+    bound_sockets(live, dead)  # bound, not listening: each refuses, as a full queue does
     try:
         assert warm._ask(live, b"{}\n") is None
         assert warm._ask(dead, b"{}\n") is None

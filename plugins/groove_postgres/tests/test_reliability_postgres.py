@@ -306,12 +306,18 @@ def test_doctor_finds_and_repairs_disagreeing_rows(tmp_path: Path, postgres_dsn:
     assert _content(Groove.open(kb)) == expected
 
 
+def _vector_index(tmp_path: Path, dsn: str) -> tuple[Path, Groove, PostgresStore, str]:
+    """The bilingual notes indexed on PostgreSQL, their store and the name of its vector
+    index (in the groove schema), for a test to damage."""
+    kb, app = _indexed_notes(tmp_path, dsn)
+    store = _postgres_store(app)
+    return kb, app, store, f"vectors_hnsw_{store.kb_id}"
+
+
 def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    kb, app = _indexed_notes(tmp_path, postgres_dsn)
-    store = _postgres_store(app)
-    index = f"vectors_hnsw_{store.kb_id}"
+    kb, app, store, index = _vector_index(tmp_path, postgres_dsn)
     with store.transaction() as conn:
         conn.execute(f"DROP INDEX groove.{index}")  # a run killed before it built it
     found = app.doctor()
@@ -325,13 +331,11 @@ def test_doctor_reports_a_missing_vector_index_and_repair_builds_it(
 def test_doctor_reports_an_invalid_vector_index_and_repair_rebuilds_it(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    kb, app = _indexed_notes(tmp_path, postgres_dsn)
-    store = _postgres_store(app)
-    index = f"groove.vectors_hnsw_{store.kb_id}"
+    kb, app, store, index = _vector_index(tmp_path, postgres_dsn)
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         # What a REINDEX CONCURRENTLY that failed part way leaves: an index never used.
         conn.execute(
-            f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = '{index}'::regclass"
+            f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'groove.{index}'::regclass"
         )
     found = app.doctor()
     assert not found.healthy

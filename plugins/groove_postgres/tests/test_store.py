@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from contextlib import closing, contextmanager
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, LiteralString
 
 import numpy as np
 import pytest
@@ -611,6 +611,13 @@ def test_concurrent_write_transactions_of_one_kb_keep_the_statistics(postgres_ds
             s.close()
 
 
+def _empty_chunk_columns(store: PostgresStore, columns: LiteralString) -> None:
+    """Set ``columns`` (an SQL SET list) in every chunk of the store's KB: a search that
+    reads what it needs from elsewhere gives the same answer without them."""
+    with store.transaction() as conn:
+        conn.execute("UPDATE groove.chunks SET " + columns + " WHERE kb = %s", (store.kb_id,))
+
+
 WORD_TERMS = (["search"], ["状態", "管理"], ["match", "find"], ["banana"], ["状態 態管"])
 
 
@@ -623,12 +630,7 @@ def test_one_token_word_terms_are_scored_from_postings_not_the_text(postgres_dsn
         store.write_documents(CORPUS, vectors_for(CORPUS))
         before = {t: word(store).search(list(t), weights, 50) for t in map(tuple, WORD_TERMS)}
         assert all(before.values())
-        with store.transaction() as conn:
-            conn.execute(
-                "UPDATE groove.chunks SET heading_w = '', context_w = '', content_w = '', "
-                "wterms = '{}' WHERE kb = %s",
-                (store.kb_id,),
-            )
+        _empty_chunk_columns(store, "heading_w = '', context_w = '', content_w = '', wterms = '{}'")
         for terms, ranked in before.items():
             if any(" " in t for t in terms):
                 assert word(store).search(list(terms), weights, 50) == [], terms
@@ -654,12 +656,7 @@ def test_latin_phrases_are_scored_from_surface_postings_not_the_text(
         excluded = fts(store).search(["search"], weights, 50, excluded=["vector"])
         assert 0 < len(excluded) < len(before[("search",)])
         assert fts(store).search(["状態"], weights, 50)
-        with store.transaction() as conn:
-            conn.execute(
-                "UPDATE groove.chunks SET heading_n = '', context_n = '', content_n = '' "
-                "WHERE kb = %s",
-                (store.kb_id,),
-            )
+        _empty_chunk_columns(store, "heading_n = '', context_n = '', content_n = ''")
         for phrases, ranked in before.items():
             assert fts(store).search(list(phrases), weights, 50) == ranked, phrases
         assert fts(store).search(["状態"], weights, 50) == []
