@@ -19,9 +19,10 @@ from typing import Any
 
 import pytest
 
-import groove_core.cli.main  # sets warm_server.cli_factory, as the console script does
+from groove_core import __version__
 from groove_core.app import Groove
 from groove_core.cli import warm, warm_server
+from groove_core.cli.main import startup_cli
 from groove_core.testing import make_kb
 
 CONFIG = '[embedder]\nname = "hashing"\n'
@@ -29,7 +30,7 @@ CONFIG = '[embedder]\nname = "hashing"\n'
 
 def _run(argv: list[str], cwd: Path, **extra: Any) -> bytes:
     where = {k: os.environ.get(k) for k in warm.MATCH_ENV}
-    body = {"op": "run", "version": groove_core.__version__, "argv": argv, "cwd": str(cwd),
+    body = {"op": "run", "version": __version__, "argv": argv, "cwd": str(cwd),
             "env": {}, "where": where, "python": sys.prefix, **extra}  # fmt: skip
     return json.dumps(body).encode() + b"\n"
 
@@ -44,7 +45,9 @@ def held(tmp_path: Path) -> Iterator[tuple[warm_server.LocalServer, Path, Path, 
     app = Groove.open(kb, config)
     app.index()
     stopped = threading.Event()
-    listener = warm_server.LocalServer([(kb, config, app)], background=True, on_stop=stopped.set)
+    listener = warm_server.LocalServer(
+        [(kb, config, app)], cli_factory=startup_cli, background=True, on_stop=stopped.set
+    )
     assert listener.start() is not None
     yield listener, kb, config, stopped
     listener.close()
@@ -155,7 +158,9 @@ def test_an_ascii_stdout_gets_what_click_prints_on_it(tmp_path: Path) -> None:
     kb = make_kb(tmp_path / "ノート", config=CONFIG)
     app = Groove.open(kb, None)
     app.index()
-    listener = warm_server.LocalServer([(kb, None, app)], background=True, on_stop=lambda: None)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, background=True, on_stop=lambda: None
+    )
     assert listener.start() is not None
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}
     argv = [sys.executable, "-m", "groove_core", "status", str(kb)]
@@ -221,7 +226,9 @@ def test_a_package_installed_under_a_background_server_stops_it(
     app = Groove.open(kb)
     app.index()
     stopped = threading.Event()
-    listener = warm_server.LocalServer([(kb, None, app)], background=True, on_stop=stopped.set)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, background=True, on_stop=stopped.set
+    )
     assert listener.start() is not None and listener.path is not None
     try:
         (source / "notes.txt").write_text("a file beside the packages", encoding="utf-8")

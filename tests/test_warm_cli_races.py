@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-import groove_core.cli.main  # sets warm_server.cli_factory, as the console script does
+from groove_core import __version__
 from groove_core.app import Groove
 from groove_core.cli import warm, warm_server
+from groove_core.cli.main import startup_cli
 from groove_core.testing import make_kb, open_kb
 
 CONFIG = '[embedder]\nname = "hashing"\n'
@@ -96,7 +97,9 @@ def test_a_client_never_finds_a_socket_bound_and_not_yet_listening(
         real_chmod(self, mode, **kw)
 
     monkeypatch.setattr(Path, "chmod", chmod_while_a_client_looks)
-    listener = warm_server.LocalServer([(kb, None, app)], on_stop=lambda: None)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, on_stop=lambda: None
+    )
     try:
         path = listener.start()
         monkeypatch.undo()
@@ -218,11 +221,13 @@ def test_a_busy_server_is_not_taken_for_a_frozen_one(
         return real(cli, argv)
 
     monkeypatch.setattr(warm_server, "_invoke", slow)
-    listener = warm_server.LocalServer([(kb, None, app)], on_stop=lambda: None)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, on_stop=lambda: None
+    )
     path = listener.start()
     assert path is not None
     where = {k: os.environ.get(k) for k in warm.MATCH_ENV}
-    body = {"op": "run", "version": groove_core.__version__, "argv": ["status", str(kb)],
+    body = {"op": "run", "version": __version__, "argv": ["status", str(kb)],
             "cwd": str(kb), "env": {}, "where": where, "python": sys.prefix}  # fmt: skip
     try:
         answer = warm._ask(path, json.dumps(body).encode() + b"\n")

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from groove_core.cli import serve, warm, warm_server
+from groove_core.cli.main import startup_cli
 from groove_core.errors import GrooveError
 from tests.helpers import bound_sockets
 
@@ -65,7 +66,7 @@ def test_an_embedder_failing_to_warm_up_takes_the_socket_along(tmp_path: Path) -
     kb = tmp_path / "kb"
     kb.mkdir()
     app = SimpleNamespace(kb=kb, embedder=_Failing())
-    local = serve.LocalOptions(True, 60.0, None)
+    local = serve.LocalOptions(True, 60.0, None, startup_cli)
     before = _mine()
     with pytest.raises(GrooveError, match="failed to load"):
         serve._serve_local([SimpleNamespace(app=app)], None, local)
@@ -80,7 +81,9 @@ def test_a_half_made_socket_of_a_dead_server_is_removed_at_start(tmp_path: Path)
     bound_sockets(dead, live)
     kb = tmp_path / "kb"
     kb.mkdir()
-    listener = warm_server.LocalServer([(kb, None, object())], on_stop=lambda: None)
+    listener = warm_server.LocalServer(
+        [(kb, None, object())], cli_factory=startup_cli, on_stop=lambda: None
+    )
     try:
         assert listener.start() is not None
         assert not dead.exists()

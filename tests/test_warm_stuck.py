@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 import groove_core
-import groove_core.cli.main  # sets warm_server.cli_factory, as the console script does
 from groove_core.app import Groove
 from groove_core.cli import warm, warm_server
+from groove_core.cli.main import startup_cli
 from groove_core.testing import make_kb, open_kb
 from tests.helpers import bound_sockets
 
@@ -51,7 +51,9 @@ def stuck(
 
     monkeypatch.setattr(warm_server, "_invoke", hangs_once)
     monkeypatch.setattr(warm_server, "STUCK_SECONDS", 1.5, raising=False)
-    listener = warm_server.LocalServer([(kb, None, app)], on_stop=lambda: None)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, on_stop=lambda: None
+    )
     assert listener.start() is not None
     try:
         yield listener, kb, release

@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from groove_core import __version__
-from groove_core.cli import render, warm_server
+from groove_core.cli import render
 from groove_core.cli.common import handle_errors, open_app, search_folders
 from groove_core.cli.options import (
     KB,
@@ -633,6 +633,9 @@ class GrooveGroup(click.Group):
 
     #: The warnings of the build, said by every run.
     startup_warnings: tuple[str, ...] = ()
+    #: How a server this group starts builds the command line it answers with
+    #: (:func:`startup_cli`; groove_core.cli.warm_server).
+    cli_factory: Callable[[], click.Group] | None = None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         if not os.environ.get("_GROOVE_COMPLETE"):  # shell completion reads our output
@@ -680,6 +683,7 @@ def build_cli(plugins: Plugins | None) -> click.Group:
     if plugins is not None:
         _add_plugin_commands(cli, plugins, warnings.append)
     cli.startup_warnings = tuple(warnings)
+    cli.cli_factory = startup_cli
     return cli
 
 
@@ -731,10 +735,12 @@ def _startup_plugins() -> Plugins | None:
         return None
 
 
+def startup_cli() -> click.Group:
+    """The command line as ``groove`` builds it in the current folder (the plugins its
+    groove.toml enables): what the console script runs, and what a server answering the
+    command line builds for each request's folder."""
+    return build_cli(_startup_plugins())
+
+
 def main(argv: list[str] | None = None) -> None:
-    cli = build_cli(_startup_plugins())
-    cli.main(args=argv, prog_name="groove")
-
-
-# A server answering the command line builds it as this process would (groove_core.cli.warm).
-warm_server.cli_factory = lambda: build_cli(_startup_plugins())
+    startup_cli().main(args=argv, prog_name="groove")

@@ -62,6 +62,18 @@ class LocalOptions:
     #: The lock (:class:`~groove_core.cli.warm_server.BackgroundLock`) the command that
     #: started this server took for it: inherited, already held.
     lock_fd: int | None = None
+    #: How the command line this server answers with is built (:func:`_command_line`).
+    cli_factory: Callable[[], Any] | None = None
+
+
+def _command_line() -> Callable[[], Any]:
+    """How the server builds the command line it answers with: as the ``groove`` group
+    that started it builds itself (``GrooveGroup.cli_factory``, handed down rather than
+    imported: the group imports this module); a command run on its own answers with
+    the group it belongs to as it is."""
+    root = click.get_current_context().find_root().command
+    factory: Callable[[], Any] | None = getattr(root, "cli_factory", None)
+    return factory if factory is not None else (lambda: root)
 
 
 @click.command("serve")
@@ -214,7 +226,7 @@ def serve_cmd(
     configure_logging(log_level, server=True)
     limits = HttpLimits(max_connections, read_timeout, max_sessions, session_idle_timeout)
     http = HttpOptions(host, port, token_file, allow_hosts, allow_origins, limits)
-    local = LocalOptions(local_only, idle_timeout if local_only else None, lock_fd)
+    local = LocalOptions(local_only, idle_timeout if local_only else None, lock_fd, _command_line())
     _serve(
         folders, config_path, transport, http, max_response_chars, readers, watch, log_level, local
     )
@@ -321,7 +333,10 @@ def _serve(
     )
     # The command line shares the server's apps (the embedder behind one lock).
     assert isinstance(server, GrooveServer) and server.documents is not None
-    listener = LocalServer([(kb.app.kb, config_path, kb.app) for kb in server.documents.kbs])
+    listener = LocalServer(
+        [(kb.app.kb, config_path, kb.app) for kb in server.documents.kbs],
+        cli_factory=_factory(local),
+    )
     if listener.start() is None:
         log.warning("no private folder for the command line's socket: not listening")
     _close_on_sigterm(listener)
@@ -416,6 +431,12 @@ def _serve_http(server: Any, http: HttpOptions, token: str | None, log_level: st
     )
 
 
+def _factory(local: LocalOptions) -> Callable[[], Any]:
+    if local.cli_factory is None:
+        raise click.ClickException("the server was started without its command line")
+    return local.cli_factory
+
+
 def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) -> None:
     """Answer the command line only, until idle for ``local.idle_timeout`` or stopped."""
     import signal
@@ -429,6 +450,7 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
     done = threading.Event()
     listener = LocalServer(
         [(kb.app.kb, config_path, kb.app) for kb in kbs],
+        cli_factory=_factory(local),
         background=True,
         idle_exit=local.idle_timeout,
         on_stop=done.set,

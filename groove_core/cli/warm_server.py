@@ -149,10 +149,6 @@ STUCK_SECONDS = 15.0
 
 _held: Held | None = None
 _holding = threading.local()
-#: Builds the command line as ``groove`` would in the current folder (the plugins its
-#: groove.toml enables); set by :mod:`groove_core.cli.main`, which this module must not
-#: import (the command line imports this module).
-cli_factory: Callable[[], Any] | None = None
 
 
 def refuse_if_held(why: str) -> None:
@@ -190,6 +186,7 @@ class LocalServer:
         self,
         apps: Sequence[tuple[Path, Path | None, Any]],
         *,
+        cli_factory: Callable[[], Any],
         background: bool = False,
         idle_exit: float | None = None,
         on_stop: Callable[[], None] | None = None,
@@ -203,6 +200,10 @@ class LocalServer:
             for path in (cfg, kb / "groove.toml"):
                 if path is not None:
                     self.held.config_files[path.resolve()] = _file_state(path)
+        #: Builds the command line as ``groove`` would in the current folder (the plugins
+        #: its groove.toml enables): ``groove_core.cli.main.startup_cli``, handed down by
+        #: the ``groove`` group that started the server (this module must not import it).
+        self.cli_factory = cli_factory
         self.background = background
         self.idle_exit = idle_exit
         self.on_stop = on_stop or (lambda: os._exit(0))
@@ -467,8 +468,7 @@ class LocalServer:
         here = Path("groove.toml").resolve()
         key = (str(here), _file_state(here))
         if key not in self._clis:
-            assert cli_factory is not None, "groove_core.cli.main sets it"
-            self._clis[key] = cli_factory()
+            self._clis[key] = self.cli_factory()
         return self._clis[key]
 
 
