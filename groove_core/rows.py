@@ -10,7 +10,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, TypeAlias
+
+#: A leg's or a store's ranked candidates: (chunk id, raw score), best first.
+Ranked: TypeAlias = list[tuple[int, float]]
+#: Only these chunk ids (a filter's), or None for every chunk.
+Allowed: TypeAlias = frozenset[int] | None
+#: The bm25 weights of a lexical index's heading, context and content columns.
+Weights: TypeAlias = tuple[float, float, float]
 
 
 @dataclass(frozen=True, slots=True)

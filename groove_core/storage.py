@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from groove_core.chunking import Chunk
     from groove_core.links import RawLink
-    from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+    from groove_core.rows import Allowed, ChunkRow, DocumentChunkRow, DocumentRow, Links, Ranked
 
 #: Meta key present while an index run that fills the index from empty is unfinished.
 INCOMPLETE_KEY = "incomplete_since"
@@ -150,12 +150,7 @@ class SearchStore(Protocol):
         """Whether the index holds vectors (an embedder has been bound). Cost: constant."""
         ...
 
-    def vector_search(
-        self,
-        vector: np.ndarray,
-        k: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
+    def vector_search(self, vector: np.ndarray, k: int, allowed: Allowed = None) -> Ranked:
         """The ``k`` nearest chunks to ``vector``: (chunk id, L2 distance), nearest first,
         ties by id; empty without vectors. Cost: one KNN search (the SQLite store's is
         exact, a scan of the vectors)."""

@@ -22,6 +22,7 @@ from typing import Any
 from groove_core.builtins.legs import fts_version, word_version
 from groove_core.leg_index import BoundIndex, IndexedChunk
 from groove_core.query import match_expression, normalize
+from groove_core.rows import Allowed, Ranked, Weights
 from groove_core.sqlite import word_table
 
 __all__ = [
@@ -150,12 +151,12 @@ class TrigramIndex(_Fts5Index):
     def search(
         self,
         phrases: Sequence[str],
-        weights: tuple[float, float, float],
+        weights: Weights,
         limit: int,
-        allowed: frozenset[int] | None = None,
+        allowed: Allowed = None,
         *,
         excluded: Sequence[str] = (),
-    ) -> list[tuple[int, float]]:
+    ) -> Ranked:
         """Up to ``limit`` (chunk id, bm25) of the chunks that hold any of ``phrases`` and
         none of ``excluded``, best first (ties by id). A phrase is matched whole, NFKC-
         normalised and folded as :func:`groove_core.folding.fold_char` folds it, anywhere
@@ -216,12 +217,8 @@ class WordIndex(_Fts5Index):
         word_table.delete_rows(connection, lexical_rows(chunks))
 
     def search(
-        self,
-        terms: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
+        self, terms: Sequence[str], weights: Weights, limit: int, allowed: Allowed = None
+    ) -> Ranked:
         """Up to ``limit`` (chunk id, bm25) of the chunks holding any of ``terms`` among
         their word tokens, best first, scored as the trigram leg's. A term is one token,
         or several separated by a space (a phrase: the tokens side by side, in order), as

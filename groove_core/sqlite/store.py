@@ -29,10 +29,12 @@ import numpy as np
 from groove_core.builtins.legs import word_version
 from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.rows import (
+    Allowed,
     ChunkRow,
     DocumentChunkRow,
     DocumentRow,
     Links,
+    Ranked,
     chunk_row,
     document_chunk_row,
 )
@@ -208,9 +210,7 @@ class _VectorMatrix:
         found = self.ids[at] == wanted
         return {int(c): self.vectors[i] for c, i, ok in zip(wanted, at, found, strict=True) if ok}
 
-    def nearest(
-        self, query: np.ndarray, k: int, allowed: frozenset[int] | None
-    ) -> list[tuple[int, float]]:
+    def nearest(self, query: np.ndarray, k: int, allowed: frozenset[int] | None) -> Ranked:
         # |v - q|^2 = |v|^2 - 2 v.q + |q|^2, the same L2 distance vec0 reports.
         squared = self.norms - 2.0 * (self.vectors @ query) + float(query @ query)
         if allowed is not None:
@@ -1080,12 +1080,7 @@ class Store:
 
     # -- reading ---------------------------------------------------------------------------
 
-    def vector_search(
-        self,
-        vector: np.ndarray,
-        k: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
+    def vector_search(self, vector: np.ndarray, k: int, allowed: Allowed = None) -> Ranked:
         """Nearest chunks by L2 distance: (chunk id, distance) best first, ties by id."""
         if not self.has_vectors() or k <= 0:
             return []

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from groove_core import words
 from groove_core.leg_index import BoundIndex, IndexedChunk
 from groove_core.query import match_expression
+from groove_core.rows import Allowed, Ranked, Weights
 from groove_postgres import lexical, wordleg
 from groove_postgres.lexical import SURFACE_MARK_SQL, TEXT_SQL
 
@@ -137,7 +138,7 @@ def _bm25(
     tokens: str,
     limit: int,
     allowed: frozenset[int] | None,
-) -> list[tuple[int, float]]:
+) -> Ranked:
     """FTS5's bm25 over the rows the branches return, one branch per query phrase,
     each row ``(i, id, len, ok, f, n)``: phrase number, chunk, its length in tokens,
     whether it may be returned (exclusions), its weighted phrase frequency, and
@@ -222,12 +223,12 @@ class PgTrigramIndex(_ChunkColumns):
     def search(
         self,
         phrases: Sequence[str],
-        weights: tuple[float, float, float],
+        weights: Weights,
         limit: int,
-        allowed: frozenset[int] | None = None,
+        allowed: Allowed = None,
         *,
         excluded: Sequence[str] = (),
-    ) -> list[tuple[int, float]]:
+    ) -> Ranked:
         """Ranked lexical candidates: (chunk id, bm25) best first, bm25 negative (smaller
         is better) and computed as FTS5's ``bm25(fts_chunks, *weights)`` computes it."""
         if not phrases or limit <= 0 or (allowed is not None and not allowed):
@@ -335,12 +336,8 @@ class PgWordIndex(_ChunkColumns):
     statistics (``groove_postgres.wordleg``)."""
 
     def search(
-        self,
-        terms: Sequence[str],
-        weights: tuple[float, float, float],
-        limit: int,
-        allowed: frozenset[int] | None = None,
-    ) -> list[tuple[int, float]]:
+        self, terms: Sequence[str], weights: Weights, limit: int, allowed: Allowed = None
+    ) -> Ranked:
         """Ranked word-leg candidates: (chunk id, bm25) best first, computed as FTS5's
         ``bm25(word_chunks, *weights)`` computes it (groove_postgres.wordleg)."""
         tokens = [t for t in (wordleg.query_term(term) for term in terms) if t]

@@ -52,11 +52,13 @@ from groove_core import words
 from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.query import normalize
 from groove_core.rows import (
+    Allowed,
     Backlink,
     ChunkRow,
     DocumentChunkRow,
     DocumentRow,
     Links,
+    Ranked,
     chunk_row,
     document_chunk_row,
 )
@@ -1832,9 +1834,7 @@ class PostgresStore:
 
     # -- reading: the vector leg and stored vectors ----------------------------------------
 
-    def vector_search(
-        self, vector: np.ndarray, k: int, allowed: frozenset[int] | None = None
-    ) -> list[tuple[int, float]]:
+    def vector_search(self, vector: np.ndarray, k: int, allowed: Allowed = None) -> Ranked:
         """Nearest chunks by L2 distance: (chunk id, distance) best first, ties by id.
         Unfiltered and widely filtered searches use the KB's HNSW index (``ef_search``
         from the settings, iterative scans for filters); a filter that allows few chunks
