@@ -255,6 +255,12 @@ class _Section:
     heading_path: tuple[str, ...]
 
 
+def body_offset(text: str) -> int:
+    """Where the body of ``text`` starts: after its front matter, if it has one."""
+    lines = _Lines(text)
+    return lines.offset(_front_matter(lines)[0])
+
+
 def parse_markdown(
     text: str,
     *,

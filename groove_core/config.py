@@ -241,6 +241,13 @@ class IndexConfig(_Strict):
         description="Obsidian %% comments %%: hide (neither indexed nor served, as Obsidian's "
         "reading view hides them) or keep (re-index with --rebuild after changing it)",
     )
+    serve_comments: bool = Field(
+        False,
+        strict=True,
+        description="serve the comments the index leaves out (HTML <!-- -->, MDX {/* */}, and "
+        "Obsidian %% %% unless kept) as written, in get, get_document and resources; by "
+        "default they are left out there too, their line breaks kept",
+    )
 
     def indexed_extensions(self) -> tuple[str, ...]:
         """File name endings indexed and served, lower-cased: ``extensions``, plus ``.mdx``

@@ -30,7 +30,17 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
 
-__all__ = ["DIALECTS", "Dialect", "Markup", "Masked", "clean", "markup_for", "tidy"]
+__all__ = [
+    "DIALECTS",
+    "Dialect",
+    "Markup",
+    "Masked",
+    "clean",
+    "comment_spans",
+    "markup_for",
+    "tidy",
+    "without",
+]
 
 Dialect = Literal["auto", "commonmark", "mdx", "obsidian"]
 DIALECTS: tuple[str, ...] = ("auto", "commonmark", "mdx", "obsidian")
@@ -166,6 +176,42 @@ def clean(text: str, start: int, markup: Markup) -> Masked:
     unread = _Protected(sorted(code + comments)) if comments else protected
     tags = _inline_tags(text, start, unread) if markup.inline_tags else ()
     return Masked(_blank(text, blanks), tags, tuple(code))
+
+
+def comment_spans(text: str, start: int, markup: Markup) -> list[tuple[int, int]]:
+    """The comments of ``text[start:]`` that :func:`clean` blanks under ``markup``,
+    outside code, sorted and disjoint: HTML and MDX comments wherever markup is cleaned,
+    Obsidian ``%% comments %%`` where ``markup.comments``. What is neither indexed nor
+    served (the served text is :func:`without` them)."""
+    if not markup.clean:
+        return []
+    protected = _Protected(_code_ranges(text, start))
+    found = [
+        *_delimited(text, start, *_MDX_COMMENT, 4000),
+        *_delimited(text, start, *_HTML_COMMENT, 20000),
+        *(_delimited(text, start, *_OBSIDIAN_COMMENT, 20000) if markup.comments else ()),
+    ]
+    merged: list[tuple[int, int]] = []
+    for begin, end in sorted(span for span in found if protected.clear(*span)):
+        if merged and begin < merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+        else:
+            merged.append((begin, end))
+    return merged
+
+
+def without(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with ``spans`` (sorted, disjoint) left out but their line breaks kept, so
+    every other line keeps its number (a hit's lines still point at the same text)."""
+    if not spans:
+        return text
+    pieces, cursor = [], 0
+    for begin, end in spans:
+        pieces.append(text[cursor:begin])
+        pieces.append("\n" * text.count("\n", begin, end))
+        cursor = end
+    pieces.append(text[cursor:])
+    return "".join(pieces)
 
 
 class _Protected:

@@ -183,7 +183,7 @@ def attachments(app: Groove, targets: Iterable[str]) -> dict[str, str]:
 def read_text(app: Groove, file: KBFile) -> str:
     """The file's text as the indexer reads it (through its loader, within the indexer's
     size cap); with a fragment, the lines of that part only."""
-    from groove_core.loaders import FragmentError, fragment_lines
+    from groove_core.loaders import MARKDOWN, FragmentError, fragment_lines
     from groove_core.walk import read_source
 
     limit = app.config.index.max_file_bytes
@@ -191,18 +191,34 @@ def read_text(app: Groove, file: KBFile) -> str:
         data = read_source(file.path, limit)
         if len(data) > limit:
             raise DocumentError(f"{file.rel!r} is larger than index.max_file_bytes ({limit})")
-        _, loaded = app.plugins.loaders().load(file.rel, data)
+        spec, loaded = app.plugins.loaders().load(file.rel, data)
     except OSError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err.strerror}") from None
     except ValueError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
+    text = loaded.text if spec.name != MARKDOWN else served_text(app, file.rel, loaded.text)
     if file.fragment is None:
-        return loaded.text
+        return text
     try:
         first, last = fragment_lines(loaded, file.fragment)
     except FragmentError as err:
         raise DocumentError(f"{file.rel!r}: {err}") from None
-    return "".join(loaded.text.splitlines(keepends=True)[first - 1 : last])
+    return "".join(text.splitlines(keepends=True)[first - 1 : last])
+
+
+def served_text(app: Groove, rel: str, text: str) -> str:
+    """A note's text as it is served: without the comments its markup leaves out of the
+    index (:func:`groove_core.dialects.comment_spans`: what the writer hid), line numbers
+    unchanged, unless ``[index] serve_comments`` asks for them."""
+    from groove_core.chunking import body_offset
+    from groove_core.dialects import comment_spans, in_vault, markup_for, without
+
+    index = app.config.index
+    if index.serve_comments:
+        return text
+    keep = index.obsidian_comments == "keep"
+    markup = markup_for(index.dialect, rel, text, in_vault(app.kb), keep)
+    return without(text, comment_spans(text, body_offset(text), markup))
 
 
 def indexed_document(app: Groove, rel: str) -> DocumentRow | None:
