@@ -100,15 +100,72 @@ def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KB
         reason = _refusal(app, name, target)
         if reason is not None:
             raise DocumentError(reason)
+    # Whether a file is there is said only of files that could be served: what else a KB
+    # folder holds is none of a client's business.
     loaders = app.plugins.loaders()
     if not loaders.claims(resolved_rel):
+        kinds = ", ".join(loaders.extensions)
+        if not PurePosixPath(clean).suffix:
+            raise DocumentError(
+                f"no note named {rel!r}{_did_you_mean(app, clean)}: give a note's name or "
+                f"the path of a {kinds} file; {missing}"
+            )
         raise DocumentError(
-            f"{rel!r} is not a Markdown file: only {', '.join(loaders.extensions)} files can "
-            "be read"
+            f"{rel!r} is not a Markdown file{_did_you_mean(app, clean)}: only {kinds} files "
+            "can be read"
         )
     if not target.is_file():
-        raise DocumentError(f"no file {rel!r} in the knowledge base; {missing}")
+        raise DocumentError(
+            f"no file {rel!r} in the knowledge base{_did_you_mean(app, clean)}; {missing}"
+        )
     return KBFile(resolved_rel, target, fragment)
+
+
+def by_name(app: Groove, path: str) -> str:
+    """``path``, or, when no file has that KB-relative path, the one indexed note it
+    names as a wikilink would (``Canvas.md``, ``Canvas``, ``Help/Canvas``). Two notes of
+    that name at the same depth are a DocumentError listing them."""
+    clean = path.strip().removeprefix("./")
+    try:
+        if not clean or (app.kb / clean).is_file():
+            return path
+        base, sep, _ = clean.rpartition("#")
+        if sep and (app.kb / base).is_file():
+            return path  # a part of a file (report.pdf#page=12)
+    except (OSError, ValueError):  # a name too long, a NUL: resolve_markdown says why
+        return path
+    found = notes_named(app, clean)
+    if not found:
+        return path
+    if len(found) > 1 and found[0].count("/") == found[1].count("/"):
+        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
+        raise DocumentError(f"{path!r} names {len(found)} notes: {shown}; give its path")
+    return found[0]
+
+
+#: Indexed documents a did-you-mean compares a missing name with, at most.
+MAX_SUGGESTION_DOCUMENTS = 200_000
+
+
+def _did_you_mean(app: Groove, name: str) -> str:
+    """``"; did you mean 'notes/Canvas.md'?"`` for the indexed note nearest ``name`` by
+    its path or its name, or ``""``."""
+    import difflib
+
+    if not app.backend.exists():
+        return ""
+    paths = [d.path for d in app.store.documents()[:MAX_SUGGESTION_DOCUMENTS]]
+    key = name.lower()
+    names: dict[str, str] = {}
+    for p in paths:
+        names.setdefault(p.lower(), p)
+        names.setdefault(PurePosixPath(p).stem.lower(), p)
+        names.setdefault(PurePosixPath(p).name.lower(), p)
+    close = difflib.get_close_matches(key, list(names), n=3, cutoff=0.75)
+    found = list(dict.fromkeys(names[c] for c in close))
+    if not found:
+        return ""
+    return " (did you mean " + " or ".join(repr(f) for f in found) + "?)"
 
 
 def _split_fragment(root: Path, clean: str) -> tuple[str, str | None]:

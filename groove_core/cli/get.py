@@ -120,22 +120,10 @@ def _get(target: str, kb: Path, config_path: Path | None, neighbours: int, as_js
 
 def by_name(app: Groove, target: Target) -> Target:
     """``target`` with a note's name (``Canvas.md``, ``Canvas``) read as the one indexed
-    document so named, as a wikilink finds it, when no file has that KB-relative path. Two
-    notes of that name are a DocumentError listing them."""
-    from groove_core.kb_files import DocumentError, notes_named
+    document so named (:func:`groove_core.kb_files.by_name`)."""
+    from groove_core.kb_files import by_name as note_path
 
-    if target.path is None or (app.kb / target.path).is_file():
-        return target
-    base, sep, _ = target.path.rpartition("#")
-    if sep and (app.kb / base).is_file():
-        return target  # a part of a file (report.pdf#page=12)
-    found = notes_named(app, target.path)
-    if not found:
-        return target
-    if len(found) > 1 and found[0].count("/") == found[1].count("/"):
-        shown = ", ".join(found[:10]) + (f" and {len(found) - 10} more" if len(found) > 10 else "")
-        raise DocumentError(f"{target.path!r} names {len(found)} notes: {shown}; give its path")
-    return replace(target, path=found[0])
+    return target if target.path is None else replace(target, path=note_path(app, target.path))
 
 
 def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:

@@ -39,7 +39,7 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, idempotent_hint=True, open_worl
 
 INSTRUCTIONS = """\
 groove searches a Markdown knowledge base (notes and documents, Japanese and English).
-Start with `search`; read around a hit with `get_document(path, chunk_id=...)`; browse with
+Start with `search`; read around a hit with `get_document(chunk_id=...)`; browse with
 `list_documents`; check freshness with `index_status`. Responses are capped in size: when
 `truncated` is true, narrow the request (lower `limit`, a line range) instead of repeating it.
 """
@@ -305,11 +305,20 @@ def _params(*specs: tuple[str, Any, Any]) -> tuple[inspect.Parameter, ...]:
     )
 
 
-_REL_PATH = Annotated[PathArg, Field(description="KB-relative path, e.g. 'notes/a.md'")]
+_REL_PATH = Annotated[
+    PathArg, Field(description="KB-relative path ('notes/a.md') or a note's name ('a')")
+]
 
 #: The reading tools' parameters (a served KB's ``kb`` is put first when several are).
 GET_DOCUMENT_PARAMS = _params(
-    ("path", _REL_PATH, inspect.Parameter.empty),
+    (
+        "path",
+        Annotated[
+            PathArg | None,
+            Field(description="KB-relative path ('notes/a.md') or a note's name; or chunk_id"),
+        ],
+        None,
+    ),
     ("start_line", Annotated[int | None, Field(ge=1, description="first line (1-based)")], None),
     ("end_line", Annotated[int | None, Field(ge=1, description="last line, inclusive")], None),
     ("chunk_id", Annotated[int | None, Field(ge=0, description="a search hit's chunk_id")], None),

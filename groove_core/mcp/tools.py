@@ -19,6 +19,7 @@ from groove_core.filters import GlobError
 from groove_core.kb_files import (
     DiskTracker,
     DocumentError,
+    by_name,
     changed_since_index,
     check_range,
     chunk_span,
@@ -162,13 +163,17 @@ class Tools:
 
     def get_document(
         self,
-        path: str,
+        path: str | None,
         start_line: int | None,
         end_line: int | None,
         chunk_id: int | None,
         neighbours: int,
     ) -> CallToolResult:
-        file = resolve_markdown(self.app, path)
+        if path is None:
+            if chunk_id is None:
+                raise DocumentError("give path (a note's path or name), or a hit's chunk_id")
+            path = chunk_span(self.app, chunk_id, 0)[0].path
+        file = resolve_markdown(self.app, by_name(self.app, path))
         if file.fragment is not None and chunk_id is not None:
             # A chunk's lines count from the top of the file, a part's from its own start.
             raise DocumentError(
@@ -194,7 +199,7 @@ class Tools:
         return result(self._fit_lines(base, lines, first, last))
 
     def related(self, path: str, limit: int) -> CallToolResult:
-        file = resolve_markdown(self.app, path)
+        file = resolve_markdown(self.app, by_name(self.app, path))
         indexed = next((d for d in self.app.store.documents() if d.path == file.rel), None)
         found = self.app.store.links_of(file.rel, limit) if indexed else None
         if indexed is None or found is None:
