@@ -115,19 +115,49 @@ class MultiKbResponse:
         }
 
 
+def searchable(kbs: Sequence[NamedKb]) -> tuple[list[NamedKb], list[str]]:
+    """(the KBs that can be searched together, a warning for each one left out): those of
+    the embedder most of them use (the first one's on a tie), as vector distances compare
+    only within one embedder."""
+    identities = {kb.name: kb.app.embedder.identity for kb in kbs}
+    counts: dict[str, int] = {}
+    for identity in identities.values():
+        counts[identity] = counts.get(identity, 0) + 1
+    chosen = max(counts, key=lambda i: (counts[i], -list(identities.values()).index(i)))
+    left = [
+        f"{name}: not searched: it uses another embedder ({identity}, not {chosen}); search "
+        "it alone, or re-index it with this one ('groove index --reembed')"
+        for name, identity in identities.items()
+        if identity != chosen
+    ]
+    return [kb for kb in kbs if identities[kb.name] == chosen], left
+
+
 def search_kbs(
     kbs: Sequence[NamedKb], query: str | SearchRequest, **args: Unpack[SearchArgs]
 ) -> MultiKbResponse:
-    """Search every KB and merge (see the module docstring); ``limit`` results in all."""
+    """Search every KB and merge (see the module docstring); ``limit`` results in all.
+
+    A KB that cannot be searched with the others (another embedder, no index yet, an index
+    that cannot be read) is left out with a warning naming it, as long as one can be; a
+    query that cannot run is an error for all (they share it)."""
+    from groove_core.storage import StoreError
+
     request = SearchRequest.of(query, **args)
-    check_same_embedder(kbs)
-    runs = []
-    for kb in kbs:
+    chosen, left_out = searchable(kbs)
+    runs, searched = [], []
+    for kb in chosen:
         # Each KB's errors name its own files; say which KB they come from.
         try:
             runs.append(kb.app.search_explained(request))
+            searched.append(kb)
+        except StoreError as err:
+            left_out.append(f"{kb.name}: not searched: {err}")
         except ConfigError as err:
             raise ConfigError(f"{kb.name}: {err}") from None
+    if not runs:
+        raise ConfigError("no knowledge base could be searched: " + "; ".join(left_out))
+    kbs = searched
     limit = request.limit
     wanted = limit if limit is not None else kbs[0].app.config.search.default_limit
     responses = [r[0] for r in runs]
@@ -148,6 +178,7 @@ def search_kbs(
         low_confidence=all(r.low_confidence for r in responses),
         filter_applied=responses[0].filter_applied,
         warnings=(
+            *left_out,
             *(f"{kb.name}: {w}" for kb, r in zip(kbs, responses, strict=True) for w in r.warnings),
             *nested,
         ),

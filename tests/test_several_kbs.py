@@ -230,14 +230,38 @@ def test_the_merge_ranks_as_one_index_would(two_kbs: tuple[Path, Path], tmp_path
 def test_kbs_with_different_embedders_are_not_searched_together(
     two_kbs: tuple[Path, Path],
 ) -> None:
+    """The KBs of the embedder most use (the first one's on a tie) are searched; each
+    other is named in a warning, not a failure of the whole search (issue #44)."""
     from groove_core.embedding import HashingEmbedder
 
     kbs = open_kbs(list(two_kbs))
     kbs[1].app.__dict__["embedder"] = HashingEmbedder(dim=32)  # another identity
-    with pytest.raises(ConfigError, match="must use the same embedder"):
-        search_kbs(kbs, "rank fusion")
+    found = search_kbs(kbs, "rank fusion")
+    assert found.results and {h.kb for h in found.results} == {kbs[0].name}
+    [warning] = [w for w in found.warnings if "not searched" in w]
+    assert warning.startswith(f"{kbs[1].name}: not searched: it uses another embedder")
+    assert "--reembed" in warning
     with pytest.raises(ConfigError, match="must use the same embedder"):
         build_mcp_server(kbs)
+
+
+def test_a_kb_without_an_index_is_left_out_with_a_warning(
+    two_kbs: tuple[Path, Path], tmp_path: Path
+) -> None:
+    fresh = make_kb(tmp_path / "fresh", NOTES)  # never indexed
+    a, b = two_kbs
+    result = CliRunner().invoke(
+        build_cli(None), ["search", "rank fusion", "--kb", str(a), "--kb", str(b), "--kb",
+                          str(fresh), "--json"],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    payload = json.loads(result.output)
+    assert payload["results"] and {h["kb"] for h in payload["results"]} <= {"notes", "handbook"}
+    assert any(w.startswith("fresh: not searched: no index") for w in payload["warnings"])
+    # Nothing at all to search is still an error, naming each KB and why.
+    alone = open_kbs([fresh])
+    with pytest.raises(ConfigError, match="no knowledge base could be searched: fresh: "):
+        search_kbs(alone, "rank fusion")
 
 
 def test_two_kbs_with_one_name_are_refused(two_kbs: tuple[Path, Path], tmp_path: Path) -> None:
