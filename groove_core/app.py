@@ -67,6 +67,19 @@ class Groove:
         this one, which registering the KB under another name must not change."""
         return self.config.kb.name or self.kb.resolve().name or "kb"
 
+    @cached_property
+    def public_name(self) -> str:
+        """The name results, messages and the MCP tools give the KB: its registered name,
+        else :attr:`own_name` (:meth:`groove_core.multi_kb.NamedKb.of`)."""
+        from groove_core.config import ConfigError
+        from groove_core.registry import registered_entry
+
+        try:
+            entry = registered_entry(self.kb)
+        except ConfigError:  # a damaged registry is said where it is read for itself
+            entry = None
+        return entry.name if entry else self.own_name
+
     @property
     def index_file(self) -> Path:
         return index_path(self.kb, self.config)
@@ -104,6 +117,7 @@ class Groove:
             self.own_name,
             self.index_file,
             {name: self.plugins.leg_indexes(name)},
+            self.public_name,
         )
         return specs[name].factory(ctx)
 
@@ -254,6 +268,13 @@ class Groove:
 
         self.close()
         self.backend.tidy(strict=False)
+        if not self.backend.exists():
+            name = self.public_name
+            given = name if name != self.own_name else str(self.kb)  # a registered name
+            raise StoreError(
+                f"the knowledge base {name!r} ({self.kb}) has no index yet "
+                f"({self.index_label}): run 'groove index {given}' first"
+            )
         found = self.backend.diagnose(repair=repair)
         result = DoctorResult(
             found.problems,

@@ -47,6 +47,8 @@ class BackendContext:
     #: each resolved for that backend); a backend missing here keeps the built-in
     #: lexical legs' alone, as a store opened directly does.
     leg_indexes: Mapping[str, tuple[BoundIndex, ...]] = field(default_factory=dict)
+    #: How messages name the KB: its registered name, else ``kb_name``.
+    display_name: str = ""
 
 
 @dataclass(frozen=True)

@@ -42,9 +42,8 @@ class NamedKb:
         from groove_core.registry import registered_entry
 
         entry = registered_entry(app.kb)
-        name = entry.name if entry else app.own_name
         description = app.config.kb.description or (entry.description if entry else "")
-        return cls(name, app, description)
+        return cls(app.public_name, app, description)
 
 
 def open_kbs(folders: Sequence[Path], config_path: Path | None = None) -> list[NamedKb]:

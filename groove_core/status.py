@@ -25,6 +25,7 @@ def kb_status(app: Groove) -> dict[str, Any]:
     missing index is ``indexed: False``."""
     out: dict[str, Any] = {
         "kb": str(app.kb.resolve()),
+        "name": app.public_name,
         "index_file": app.index_label,
         "backend": app.backend.name,
         "indexed": app.backend.exists(),

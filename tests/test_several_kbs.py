@@ -438,3 +438,27 @@ def test_a_kb_inside_another_is_reported_and_its_files_listed_once(tmp_path: Pat
     assert ("parent", "rust/rust.md") not in found
     assert len(found) == len(set(found))
     assert any("contains 'child'" in w for w in payload["warnings"])
+
+
+# -- KBs named by their registered names (issue #44, item 4) ------------------------------
+
+
+def test_status_doctor_and_warnings_name_a_kb_by_its_registered_name(tmp_path: Path) -> None:
+    en = make_kb(tmp_path / "en", NOTES)
+    vault = make_kb(tmp_path / "vault", HANDBOOK)  # never indexed
+    open_kb(en).close()
+    assert groove("kb", "add", "obs-en", str(en)).exit_code == 0
+    assert groove("kb", "add", "obs-all", str(vault)).exit_code == 0
+    status = groove("status", "--kb", "obs-en", "--kb", "obs-all").output
+    assert f"knowledge base: obs-en ({en.resolve()})" in status
+    assert f"knowledge base: obs-all ({vault.resolve()})" in status
+    as_json = json.loads(groove("status", "obs-en", "--json").output)
+    assert (as_json["name"], as_json["kb"]) == ("obs-en", str(en.resolve()))
+    doctor = CliRunner().invoke(build_cli(None), ["doctor", "obs-all"])
+    assert doctor.exit_code == 1
+    assert f"the knowledge base 'obs-all' ({vault.resolve()}) has no index yet" in doctor.output
+    assert "run 'groove index obs-all' first" in doctor.output
+    found = json.loads(groove("search", "rust", "--all", "--json").output)
+    [warning] = [w for w in found["warnings"] if "not searched" in w]
+    assert warning.startswith("obs-all: not searched: no index at ")
+    assert "for the knowledge base 'obs-all'" in warning

@@ -58,7 +58,7 @@ def _status(folders: list[Path], config_path: Path | None, as_json: bool) -> Non
 
 def human_lines(status: dict[str, Any]) -> list[str]:
     """The status as ``label: value`` lines, every string from the index made printable."""
-    lines = [f"knowledge base: {printable(status['kb'])}"]
+    lines = [f"knowledge base: {printable(status['name'])} ({printable(status['kb'])})"]
     if not status["indexed"]:
         lines.append(f"index:          none yet ({printable(status['index_file'])} does not exist)")
     else:

@@ -236,7 +236,8 @@ def _factory(ctx: BackendContext) -> SqliteBackend:
     else:
         # Over HTTP a machine path tells a stranger how the disk is laid out.
         label, public = str(path), f"the index file {path.name} (outside the knowledge base)"
-    return SqliteBackend(path, label, public, ctx.kb_name, ctx.leg_indexes.get(NAME))
+    name = ctx.display_name or ctx.kb_name
+    return SqliteBackend(path, label, public, name, ctx.leg_indexes.get(NAME))
 
 
 @hookimpl
