@@ -201,7 +201,7 @@ def serve_cmd(
     log_level: str,
 ) -> None:
     """Serve the knowledge base to LLM agents over MCP (tools: search, get_document,
-    list_documents, index_status, and those plugins add). See docs/mcp.md.
+    list_documents, related, index_status, and those plugins add). See docs/mcp.md.
 
     Several --kb (or --all) serve several knowledge bases from one server: the tools take
     a `kb` argument, and search covers them all by default.
