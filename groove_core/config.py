@@ -243,7 +243,6 @@ class IndexConfig(_Strict):
     )
     serve_comments: bool = Field(
         False,
-        strict=True,
         description="serve the comments the index leaves out (HTML <!-- -->, MDX {/* */}, and "
         "Obsidian %% %% unless kept) as written, in get, get_document and resources; by "
         "default they are left out there too, their line breaks kept",
@@ -339,6 +338,26 @@ def _keys(model: type[BaseModel]) -> dict[str, str]:
         keys[info.alias or name] = name
         keys[name] = name
     return keys
+
+
+def not_booleans(model: type[BaseModel], raw: Any, table: str = "") -> list[str]:
+    """``key: must be true or false (got 'yes')`` for each boolean key of ``model`` (and
+    of its sub-tables) that ``raw`` gives another value: pydantic would read ``"yes"`` or
+    ``1`` as true, and a typo in a setting would then silently turn something on."""
+    if not isinstance(raw, dict):
+        return []
+    problems = []
+    for key, name in _keys(model).items():
+        if key not in raw:
+            continue
+        annotation = model.model_fields[name].annotation
+        where = f"{table}.{key}" if table else key
+        if annotation in (bool, bool | None) and not isinstance(raw[key], bool | None):
+            problems.append(f"{where}: must be true or false (got {raw[key]!r})")
+        sub = _sub_model(model, name)
+        if sub is not None:
+            problems += not_booleans(sub, raw[key], where)
+    return list(dict.fromkeys(problems))
 
 
 def _sub_model(model: type[BaseModel], name: str) -> type[BaseModel] | None:
@@ -485,6 +504,9 @@ def resolve_settings(
             raw = unclaimed.pop(section.path, {})
         if not isinstance(raw, dict):
             raise ConfigError(f"{section.label} in {source} must be a table, got {raw!r}")
+        wrong = not_booleans(section.model, raw, section.path)
+        if wrong:
+            raise ConfigError(f"invalid {section.label} in {source}: {'; '.join(wrong)}")
         try:
             values[section.model] = section.model.model_validate(raw)
         except ValidationError as err:
@@ -631,6 +653,10 @@ def parse_config(data: dict[str, Any], source: str = "<config>") -> GrooveConfig
     """Validate the core's keys of a mapping read as groove.toml (errors name the key and
     the source) and keep every other key in ``unclaimed``, for the plugins to validate."""
     known, unclaimed = _split(data, GrooveConfig)
+    wrong = not_booleans(GrooveConfig, known)
+    if wrong:
+        header = f"invalid configuration in {source}:"
+        raise ConfigError("\n".join([header, *(f"  {problem}" for problem in wrong)]))
     try:
         return GrooveConfig.model_validate({**known, "source": source, "unclaimed": unclaimed})
     except ValidationError as err:

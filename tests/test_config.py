@@ -52,6 +52,10 @@ def test_values_are_read(tmp_path: Path) -> None:
         ("colour = 'red'\n", "unknown key 'colour'"),
         ("[embedder]\nbatch_size = 'many'\n", "embedder.batch_size"),
         ("[search\n", "not valid TOML"),
+        # Booleans are booleans (issue #44): "yes" or 1 would silently turn a stage on.
+        ('[search.prf]\nenabled = "yes"\n', "search.prf.enabled: must be true or false"),
+        ("[search.mmr]\nenabled = 1\n", "search.mmr.enabled: must be true or false (got 1)"),
+        ('[index]\nserve_comments = "false"\n', "index.serve_comments: must be true or false"),
     ],
 )
 def test_bad_config_names_the_key_and_the_file(tmp_path: Path, text: str, needle: str) -> None:

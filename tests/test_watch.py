@@ -98,6 +98,13 @@ def test_hits_whose_file_changed_after_indexing_are_marked_stale(tmp_path: Path)
     (kb / "b.md").unlink()
     stale = {h.path: h.stale for h in app.search("alpha", limit=2).results}
     assert stale == {"a.md": True, "b.md": True}
+    # The text output says so too, not only --json (issue #44).
+    from click.testing import CliRunner
+
+    from groove_core.cli import build_cli
+
+    text = CliRunner().invoke(build_cli(None), ["search", "alpha", "--kb", str(kb)]).output
+    assert text.count("(changed since indexed)") == 2
 
 
 def test_serve_watch_indexes_and_follows_changes(tmp_path: Path) -> None:

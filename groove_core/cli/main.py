@@ -425,9 +425,10 @@ def build_search_command(
     ) -> None:
         """Search the knowledge base.
 
-        QUERY: words and "quoted phrases"; -word or -"phrase" excludes. A --word is an
-        option (a mistyped one is an error), and -h is help, unless after a lone --. See
-        docs/query-syntax.md. With several --kb (or --all) every hit names its KB.
+        QUERY: words and "quoted phrases"; -word or -"phrase" excludes the passages
+        (chunks) that hold it, not their whole notes. A --word is an option (a mistyped one
+        is an error), and -h is help, unless after a lone --. See docs/query-syntax.md.
+        With several --kb (or --all) every hit names its KB.
         """
         from groove_core.cli import search_views as views
         from groove_core.search_request import SearchRequest

@@ -53,10 +53,12 @@ def print_human(payload: dict[str, Any], *, full: bool = False) -> None:
         path = printable(hit["path"])
         if "kb" in hit:  # several KBs searched: which one the hit is from
             path = f"[{printable(hit['kb'])}] {path}"
+        stale = style("  (changed since indexed)", fg="yellow") if hit.get("stale") else ""
         click.echo(
             style(f"{hit['rank']:>2}. {path}:{hit['line_start']}-{hit['line_end']}", bold=True)
             + f"  {where}  "
             + style(f"score {hit['score']:.4f}", dim=True)
+            + stale
         )
         if full:
             click.echo(views.full_text(hit["content"]))
