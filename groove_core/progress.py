@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable
 from typing import TextIO
@@ -57,7 +58,11 @@ def duration(seconds: float) -> str:
 
 class IndexProgressDisplay:
     """A :data:`~groove_core.indexer.ProgressFn` that writes to ``stream``; call
-    :meth:`close` when the run ends (it ends the bar's line)."""
+    :meth:`close` when the run ends (it ends the bar's line).
+
+    Between events it keeps time itself (``heartbeat``, on by default with the real
+    clock): a stage whose events are minutes apart (a slow embedder's batches, its
+    start-up) still gets a line every interval, its elapsed time going on."""
 
     def __init__(
         self,
@@ -66,6 +71,7 @@ class IndexProgressDisplay:
         terminal: bool,
         interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        heartbeat: bool | None = None,
     ) -> None:
         self.stream = stream
         self.terminal = terminal
@@ -76,31 +82,58 @@ class IndexProgressDisplay:
         self._stage = ""
         self._started = 0.0
         self._last_shown: float | None = None
-        self._unshown: tuple[IndexProgress, float] | None = None
+        self._current: IndexProgress | None = None
+        self._unshown = False
+        self._event_at = 0.0
         self._bar_drawn = False
         self._noted = False
+        self._lock = threading.Lock()
+        self._heartbeat = clock is time.monotonic if heartbeat is None else heartbeat
+        self._stopped = threading.Event()
+        self._ticker: threading.Thread | None = None
 
     def __call__(self, event: IndexProgress) -> None:
-        now = self.clock()
-        if event.stage != self._stage:
-            self._end_bar()
-            self._stage, self._started = event.stage, now
-            # A log's first line comes after one interval: a quick run stays silent.
-            self._last_shown = None if self.terminal else now
-        self._unshown = (event, now - self._started)
-        if self._last_shown is not None and now - self._last_shown < self.interval:
-            return
-        self._last_shown = now
-        self._show()
+        with self._lock:
+            now = self.clock()
+            if event.stage != self._stage:
+                self._end_bar()
+                self._stage, self._started = event.stage, now
+                # A log's first line comes after one interval: a quick run stays silent.
+                self._last_shown = None if self.terminal else now
+            self._current, self._unshown, self._event_at = event, True, now
+            if self._last_shown is None or now - self._last_shown >= self.interval:
+                self._last_shown = now
+                self._show(now)
+        if self._heartbeat and self._ticker is None and self.interval > 0:
+            self._ticker = threading.Thread(target=self._tick, name="groove-progress", daemon=True)
+            self._ticker.start()
 
     def close(self) -> None:
-        self._end_bar()
+        self._stopped.set()
+        if self._ticker is not None:
+            self._ticker.join(timeout=5)
+        with self._lock:
+            self._end_bar()
 
-    def _show(self) -> None:
-        if self._unshown is None:
+    def _tick(self) -> None:
+        """Show the stage again, its elapsed time going on, when no event came for an
+        interval (a terminal's bar: every second)."""
+        every = max(self.interval, 1.0) if self.terminal else self.interval
+        while not self._stopped.wait(every):
+            with self._lock:
+                now = self.clock()
+                if self._current is None or self._stopped.is_set():
+                    continue
+                if self._last_shown is not None and now - self._last_shown < every:
+                    continue
+                self._last_shown = now
+                self._show(now)
+
+    def _show(self, now: float) -> None:
+        if self._current is None:
             return
-        event, elapsed = self._unshown
-        self._unshown = None
+        event, elapsed = self._current, now - self._started
+        self._unshown = False
         if event.stage == "embedding" and elapsed >= SEARCHABLE_NOTE_AFTER and not self._noted:
             self._noted = True
             # On its own line, above the bar (redrawn below it).
@@ -117,11 +150,12 @@ class IndexProgressDisplay:
         """On a terminal, the stage's last state (the bar ends full, not where the last
         redraw happened to fall), then the end of its line."""
         if self._bar_drawn:
-            self._show()
+            if self._unshown:
+                self._show(self._event_at)
             self.stream.write("\n")
             self.stream.flush()
             self._bar_drawn = False
-        self._unshown = None
+        self._current, self._unshown = None, False
 
 
 def terminal_width(stream: TextIO) -> int:

@@ -175,6 +175,12 @@ class VectorPipeline:
     def drain(self, stop: Callable[[], bool] | None = None) -> VectorPass:
         """Embed and store every chunk still without a vector (until ``stop``)."""
         self._total = self.passed.embedded + self.store.pending_vectors()
+        if self.progress is not None and self._total > self.passed.embedded:
+            # The stage starts now, not when its first batch is stored: a slow embedder's
+            # start-up and first batch count in its elapsed time (and its display keeps
+            # time meanwhile, groove_core.progress).
+            done = self.passed.embedded
+            self.progress(IndexProgress(self.stage, "", 0, 0, done, done, self._total))
         self._finish_in_flight()  # started during the lexical pass
         # From the first chunk again: what the cursor passed during the lexical pass (an id
         # reused on SQLite) is still waiting; what was stored is not read again.

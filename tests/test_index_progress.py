@@ -214,3 +214,25 @@ def test_a_lasting_embedding_stage_says_once_that_searching_works_meanwhile() ->
     assert lines.index(SEARCHABLE_NOTE) == 2, lines
     assert lines[1].endswith("elapsed 4s") and lines[3].endswith("elapsed 6s"), lines
     assert "searchable by its words" in SEARCHABLE_NOTE
+
+
+def test_a_slow_embedder_still_gets_a_line_every_interval(tmp_path: Path) -> None:
+    """Batches minutes apart (here: one batch of 1.5 s) still give a line every interval,
+    the stage's clock started before its first batch, not at it (issue #44)."""
+    site = slow_embedder_site(tmp_path, "gv_slower", delay=0.25)
+    notes = {f"n{i}.md": f"# Note {i}\n\nBody {i}.\n" for i in range(6)}
+    config = '[embedder]\nname = "slow-hashing"\nbatch_size = 6\n'
+    kb = make_kb(tmp_path / "kb", notes, config=config)
+    env = {**os.environ, "PYTHONPATH": str(site), "GROOVE_PROGRESS_INTERVAL": "0.2"}
+    env.pop("COLUMNS", None)
+    run = subprocess.run(
+        _groove("index", str(kb)), env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr
+    waiting = [
+        line
+        for line in run.stderr.splitlines()
+        if line.startswith("embedding 0% | 0 chunks embedded")
+    ]
+    assert len(waiting) >= 3, run.stderr  # heartbeats while the one batch embeds
+    assert any(line.endswith("elapsed 1s") for line in waiting), run.stderr
