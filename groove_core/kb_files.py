@@ -237,9 +237,11 @@ def attachments(app: Groove, targets: Iterable[str]) -> dict[str, str]:
     return out
 
 
-def read_text(app: Groove, file: KBFile) -> str:
-    """The file's text as the indexer reads it (through its loader, within the indexer's
-    size cap); with a fragment, the lines of that part only."""
+def read_lines(app: Groove, file: KBFile) -> tuple[list[str], int, int]:
+    """The file's lines as the indexer reads them (through its loader, within the
+    indexer's size cap; a note without its comments, :func:`served_text`) and the first
+    and last line of the part asked for (all of them without a fragment). A part keeps
+    the whole document's line numbers, which its search hits give."""
     from groove_core.loaders import MARKDOWN, FragmentError, fragment_lines
     from groove_core.walk import read_source
 
@@ -254,13 +256,40 @@ def read_text(app: Groove, file: KBFile) -> str:
     except ValueError as err:
         raise DocumentError(f"cannot read {file.rel!r}: {err}") from None
     text = loaded.text if spec.name != MARKDOWN else served_text(app, file.rel, loaded.text)
+    lines = text.splitlines(keepends=True)
     if file.fragment is None:
-        return text
+        return lines, 1, max(len(lines), 1)
     try:
         first, last = fragment_lines(loaded, file.fragment)
     except FragmentError as err:
         raise DocumentError(f"{file.rel!r}: {err}") from None
-    return "".join(text.splitlines(keepends=True)[first - 1 : last])
+    return lines, first, last
+
+
+def read_text(app: Groove, file: KBFile) -> str:
+    """The file's text as :func:`read_lines` reads it; with a fragment, that part only."""
+    lines, first, last = read_lines(app, file)
+    return "".join(lines[first - 1 : last])
+
+
+def lines_asked(
+    file: KBFile, first: int | None, last: int | None, bounds: tuple[int, int], total: int
+) -> tuple[int, int]:
+    """The lines to serve of ``file`` (``bounds``: its part's, :func:`read_lines`): all of
+    them unless ``first`` / ``last`` say otherwise. Within a part, a range is in the whole
+    document's numbers and must start inside the part; the end is clipped to it."""
+    low, high = bounds
+    if file.fragment is None:
+        return check_range(first or 1, max(total, 1) if last is None else last, total)
+    start, end = low if first is None else first, high if last is None else last
+    if not low <= start <= high:
+        raise DocumentError(
+            f"start_line {start} is outside {file.rel}#{file.fragment} (lines {low}-{high}): "
+            "line numbers are the whole document's, as search hits give them"
+        )
+    if end < start:
+        raise DocumentError(f"end_line {end} is before start_line {start}")
+    return start, min(end, high)
 
 
 def served_text(app: Groove, rel: str, text: str) -> str:

@@ -101,6 +101,27 @@ def test_a_loaded_file_is_indexed_searched_and_served_by_page(tmp_path: Path) ->
     assert "compost" in served["content"] and "zebra" not in served["content"]
 
 
+def test_a_part_keeps_the_line_numbers_its_hits_give(tmp_path: Path) -> None:
+    """``report#page=2`` is served in the whole document's line numbers, as the search hit
+    on it says them (issue #44: they were counted from the page)."""
+    app = _app(make_kb(tmp_path / "kb", FILES))
+    hit = app.search("zebra crossing", limit=1).results[0]
+    page = read_target(app, Target(path="report.ptxt#page=2"), 0)
+    assert page["line_start"] <= hit.line_start <= hit.line_end <= page["line_end"]
+    whole = read_target(app, Target(path="report.ptxt"), 0)["content"].splitlines(True)
+    assert page["content"] == "".join(whole[page["line_start"] - 1 : page["line_end"]])
+    (lines,) = call_tools(
+        build_mcp_server(app),
+        ("get_document", {"path": "report.ptxt#page=2", "start_line": hit.line_start}),
+    )
+    served = json.loads(lines.content[0].text)
+    assert served["line_start"] == hit.line_start and "zebra" in served["content"]
+    outside = _refusal(
+        lambda: read_target(app, Target(path="report.ptxt#page=2", start=1), 0), "line 1"
+    )
+    assert "outside report.ptxt#page=2" in outside and "whole document's" in outside
+
+
 def test_a_page_the_file_lacks_is_one_clear_error(tmp_path: Path) -> None:
     app = _app(make_kb(tmp_path / "kb", FILES))
     refused = _refusal(lambda: read_target(app, Target(path="report.ptxt#page=9"), 0), "page 9")

@@ -130,25 +130,26 @@ def read_target(app: Groove, target: Target, neighbours: int) -> dict[str, Any]:
     """The document's fields and the requested lines, as ``get_document`` names them."""
     from groove_core.kb_files import (
         changed_since_index,
-        check_range,
         chunk_span,
         heading_path_at,
         indexed_document,
-        read_text,
+        lines_asked,
+        read_lines,
         resolve_markdown,
     )
 
     heading_path: tuple[str, ...] = ()
+    first: int | None
     last: int | None
     if target.chunk_id is not None:
         row, first, last = chunk_span(app, target.chunk_id, neighbours)
         path, heading_path = row.path, row.heading_path
     else:
         assert target.path is not None
-        path, first, last = target.path, target.start or 1, target.end
+        path, first, last = target.path, target.start, target.end
     file = resolve_markdown(app, path, missing=CLI_MISSING)
-    lines = read_text(app, file).splitlines(keepends=True)
-    first, last = check_range(first, max(len(lines), 1) if last is None else last, len(lines))
+    lines, low, high = read_lines(app, file)
+    first, last = lines_asked(file, first, last, (low, high), len(lines))
     indexed = indexed_document(app, file.rel) if app.backend.exists() else None
     if indexed is not None and target.chunk_id is None and target.start is not None:
         heading_path = heading_path_at(app, indexed.doc_id, first)

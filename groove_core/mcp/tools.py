@@ -24,7 +24,8 @@ from groove_core.kb_files import (
     check_range,
     chunk_span,
     indexed_document,
-    read_text,
+    lines_asked,
+    read_lines,
     resolve_markdown,
 )
 from groove_core.mcp.budget import (
@@ -180,15 +181,15 @@ class Tools:
                 f"give either a part of the file ({path!r}) or chunk_id, not both: "
                 f"the chunk's lines are the whole file's (path={file.rel!r})"
             )
-        lines = read_text(self.app, file).splitlines(keepends=True)
+        lines, low, high = read_lines(self.app, file)
         indexed = indexed_document(self.app, file.rel)
         if chunk_id is not None:
             if start_line is not None or end_line is not None:
                 raise DocumentError("give either chunk_id or start_line/end_line, not both")
             first, last = self._chunk_lines(file.rel, indexed, chunk_id, neighbours)
+            first, last = check_range(first, last, len(lines))
         else:
-            first, last = start_line or 1, end_line or max(len(lines), 1)
-        first, last = check_range(first, last, len(lines))
+            first, last = lines_asked(file, start_line, end_line, (low, high), len(lines))
         base = self._document_base(file, indexed, len(lines), chunk_id)
         found = self.app.store.links_of(file.rel, DOCUMENT_LINKS) if indexed else None
         if found is not None:
