@@ -40,8 +40,8 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import accumulate, islice, pairwise
 from typing import TYPE_CHECKING, Any
@@ -269,6 +269,7 @@ def parse_markdown(
     cjk_char_tokens: float = CJK_CHAR_TOKENS,
     max_chunks: int | None = None,
     markup: Markup = COMMONMARK,
+    min_section_tokens: int = 0,
 ) -> ParsedDocument:
     """Parse a Markdown document into metadata and heading-aware chunks.
 
@@ -276,7 +277,9 @@ def parse_markdown(
     ``max_tokens`` below 1 is an error, since no chunk could be produced under it, and a
     document with more than ``max_chunks`` chunks raises :class:`TooManyChunks` after
     building at most ``max_chunks + 1`` of them (and sections for a few times that).
-    ``markup`` says which dialect markup is cleaned out (none by default).
+    ``markup`` says which dialect markup is cleaned out (none by default). With
+    ``min_section_tokens``, a section with less text than that under its heading is merged
+    into the chunk before it while the two fit ``max_tokens`` (:func:`_merge_small`).
     """
     if max_tokens < 1:
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
@@ -294,8 +297,11 @@ def parse_markdown(
     cost = _Cost(masked.text, cjk_char_tokens)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4, cost)
     label = _label(title, front_matter)
+    kept: Iterable[_Section] = _kept(sections, lines)
+    if min_section_tokens > 0:
+        kept = _merge_small(list(kept), lines, cost, max_tokens * 4, min_section_tokens * 4)
     chunks = _chunks(
-        sections, splitter, lines, label, cjk_char_tokens, text, _description(front_matter)
+        kept, splitter, lines, label, cjk_char_tokens, text, _description(front_matter)
     )
     if max_chunks is not None:
         chunks = islice(chunks, max_chunks + 1)
@@ -570,8 +576,38 @@ def _kept(sections: Sequence[_Section], lines: _Lines) -> Iterator[_Section]:
                 yield section
 
 
+def _merge_small(
+    sections: Sequence[_Section], lines: _Lines, cost: _Cost, budget: int, small: int
+) -> list[_Section]:
+    """Kept sections with the small ones merged (issue #44): a section whose body (the text
+    under its heading) costs less than ``small`` joins the group before it, and a group whose
+    body is still small takes in the section after it, as long as the whole group costs at
+    most ``budget`` and the section is not shallower than the group's first heading (a
+    ``##`` never joins a ``###``'s group). A group is one section to the chunker: its
+    heading, heading path and level are its first section's, the later headings are text.
+    Costs are quarter tokens (``_Cost``)."""
+
+    def body(section: _Section) -> float:
+        return cost(lines.offset(section.body), lines.offset(section.end))
+
+    groups: list[_Section] = []
+    for section in sections:
+        if groups:
+            group = groups[-1]
+            whole = cost(lines.offset(group.start), lines.offset(section.end))
+            if (
+                (body(section) < small or body(group) < small)
+                and section.level >= group.level
+                and whole <= budget
+            ):
+                groups[-1] = replace(group, end=section.end)
+                continue
+        groups.append(section)
+    return groups
+
+
 def _chunks(
-    sections: Sequence[_Section],
+    sections: Iterable[_Section],
     splitter: _Splitter,
     lines: _Lines,
     title: str,
@@ -585,7 +621,7 @@ def _chunks(
     said once."""
     to_bytes = _ByteOffsets(original)
     ordinal = 0
-    for section in _kept(sections, lines):
+    for section in sections:
         context = _context(title, section.heading_path)
         for piece in splitter.split(section.start, section.end):
             trimmed = _trim(lines, *piece)

@@ -210,6 +210,15 @@ class IndexConfig(_Strict):
         description="sections longer than this are split (tokens estimated as len/4, "
         "each CJK character counting cjk_char_tokens)",
     )
+    min_section_tokens: int = Field(
+        0,
+        ge=0,
+        le=8192,
+        description="a section with less text than this under its heading (a reference page's "
+        "one-line entries) joins the chunk before it, while they fit max_chunk_tokens; 32 "
+        "suits a vault with reference pages (docs/eval.md); 0 keeps every section its own "
+        "chunk (re-index with --rebuild after changing it)",
+    )
     cjk_char_tokens: float = Field(
         1.0,
         ge=0.25,

@@ -73,6 +73,8 @@ def _new_document(
             text,
             fallback_title=Path(src.rel).stem,
             max_tokens=index.max_chunk_tokens,
+            # A loader's parts (a PDF's pages) stay chunks of their own: a hit names its page.
+            min_section_tokens=0 if converted else index.min_section_tokens,
             cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
             markup=markup,

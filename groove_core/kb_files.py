@@ -104,15 +104,11 @@ def resolve_markdown(app: Groove, rel: str, *, missing: str = MCP_MISSING) -> KB
     # folder holds is none of a client's business.
     loaders = app.plugins.loaders()
     if not loaders.claims(resolved_rel):
+        # An unserved file is no note whether it exists or not: said the same way.
         kinds = ", ".join(loaders.extensions)
-        if not PurePosixPath(clean).suffix:
-            raise DocumentError(
-                f"no note named {rel!r}{_did_you_mean(app, clean)}: give a note's name or "
-                f"the path of a {kinds} file; {missing}"
-            )
         raise DocumentError(
-            f"{rel!r} is not a Markdown file{_did_you_mean(app, clean)}: only {kinds} files "
-            "can be read"
+            f"no note named {rel!r}{_did_you_mean(app, clean)}: only {kinds} files are "
+            f"served; {missing}"
         )
     if not target.is_file():
         raise DocumentError(
@@ -191,7 +187,11 @@ def notes_named(app: Groove, name: str) -> list[str]:
     key = wiki_keys(name.strip().removeprefix("./"))[0] if name.strip() else ""
     if not key or not app.backend.exists():
         return []
-    found = [d.path for d in app.store.documents() if key in wiki_keys(d.path)]
+    documents = app.store.documents()
+    found = [d.path for d in documents if key in wiki_keys(d.path)]
+    if not found:  # a note's title, as its front matter or first heading gives it
+        title = name.strip().casefold()
+        found = [d.path for d in documents if d.title.casefold() == title]
     return sorted(found, key=lambda p: (p.count("/"), p))
 
 

@@ -47,9 +47,11 @@ SEED_SNAPSHOT = Path(__file__).parent / "snapshots" / "seed_search.json"
 #: the score fusion became the default (ADR-0019). Never regenerated, as the seed's.
 RRF_SNAPSHOT = Path(__file__).parent / "snapshots" / "baseline_rrf_search.json"
 SEED_LINES = (
-    '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\n'
+    '[plugins]\ndisabled = ["word"]\n[index]\ncjk_char_tokens = 0.25\nmin_section_tokens = 0\n'
     '[search.fusion]\nmethod = "rrf"\n'
 )
+#: The chunking before small sections were merged (issue #44), which the snapshots pin.
+OLD_CHUNKS = "[index]\nmin_section_tokens = 0\n"
 UPDATE_ENV = "GROOVE_UPDATE_SNAPSHOTS"
 
 FILES = {
@@ -112,7 +114,7 @@ def _configs() -> dict[str, str]:
         "blocked.toml": FAST_CONFIG + f"[plugins]\ndisabled = {json.dumps([*others, *STAGES])}\n",
         "on.toml": off
         + "[search.mmr]\nenabled = true\n[search.parent_retriever]\nenabled = true\n",
-        "rrf.toml": off + '[search.fusion]\nmethod = "rrf"\n',
+        "rrf.toml": off + OLD_CHUNKS + '[search.fusion]\nmethod = "rrf"\n',
     }
 
 
@@ -123,7 +125,12 @@ def canonical(payload: Any) -> str:
 
 @pytest.fixture(scope="module")
 def kb(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    root = make_kb(tmp_path_factory.mktemp("snapshot") / "kb", FILES, config=FAST_CONFIG)
+    # The chunks the snapshots were taken with: every section its own chunk, as before
+    # small sections were merged (issue #44), so that the stages' guards below still see
+    # small hits to expand.
+    root = make_kb(
+        tmp_path_factory.mktemp("snapshot") / "kb", FILES, config=FAST_CONFIG + OLD_CHUNKS
+    )
     for name, text in _configs().items():
         (root.parent / name).write_text(text, encoding="utf-8")
     Groove.open(root, entry_points=False).index()

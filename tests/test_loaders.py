@@ -133,7 +133,7 @@ def test_without_the_plugin_the_type_is_neither_indexed_nor_served(tmp_path: Pat
     app = open_kb(kb, entry_points=False)  # the built-ins alone
     assert {d.path for d in app.store.documents()} == {"note.md"}
     refused = _refusal(lambda: resolve_markdown(app, "report.ptxt"), "an unclaimed type")
-    assert "is not a Markdown file" in refused
+    assert "no note named" in refused and "files are served" in refused
 
 
 def test_markdown_keeps_its_plain_content_hash_and_loaded_files_record_the_loader(
@@ -245,4 +245,4 @@ def test_doctor_repairs_a_loaded_file_as_it_repairs_a_note(tmp_path: Path) -> No
 def test_a_fragment_on_a_name_too_long_is_refused_in_one_line(tmp_path: Path) -> None:
     app = _app(make_kb(tmp_path / "kb", FILES), index=False)
     refused = _refusal(lambda: resolve_markdown(app, "a" * 300 + ".ptxt#page=1"), "a long name")
-    assert "is not a Markdown file" in refused
+    assert "no note named" in refused and "files are served" in refused

@@ -235,7 +235,7 @@ def _hostile_kb(tmp_path: Path) -> Path:
         (".groove/index.sqlite", "never serves"),
         (".git/notes.md", "never serves"),
         ("private/secret.md", "ignore pattern"),
-        ("notes/plain.txt", "not a Markdown file"),
+        ("notes/plain.txt", "files are served"),
         ("notes/missing.md", "no file"),
         ("", "path is empty"),
         # Encoded and look-alike variants are names, never decoded into a way out.
@@ -492,7 +492,9 @@ def test_the_tool_list_agrees_with_groove_plugins_list(notes_kb: Path) -> None:
 
 def test_searches_succeed_while_another_process_indexes(notes_kb: Path) -> None:
     kb = notes_kb
-    config = '[embedder]\nname = "hashing"\nbatch_size = 4\n'
+    # Three chunks a note (no merging of its small sections): an index run long enough
+    # for searches to overlap it.
+    config = '[embedder]\nname = "hashing"\nbatch_size = 4\n[index]\nmin_section_tokens = 0\n'
     (kb / "groove.toml").write_text(config, encoding="utf-8")
     app = open_kb(kb)
     for i in range(240):

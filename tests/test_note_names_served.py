@@ -81,3 +81,25 @@ def test_a_hit_is_read_by_its_chunk_id_alone(tmp_path: Path) -> None:
     assert not around.is_error and doc["path"] == hit.path == "Help/Sync.md"
     assert (doc["line_start"], doc["line_end"]) == (hit.line_start, hit.line_end)
     assert neither.is_error and "give path" in _text(neither)
+
+
+def test_a_dotted_name_and_a_title_are_notes_too(tmp_path: Path) -> None:
+    """Dendron names notes with dots (``dendron.topic.math``): a typo in one is no note,
+    with the nearest ones, never 'not a Markdown file'; a note's title finds it."""
+    kb = make_kb(
+        tmp_path / "vault",
+        {
+            "dendron.topic.math.md": "---\ntitle: Math\n---\n# Formulas\n\nKaTeX blocks.\n",
+            "notes.md": "# Notes\n\nplain\n",
+        },
+        config=FAST_CONFIG,
+    )
+    app = open_kb(kb)
+    typo, titled = call_tools(
+        build_mcp_server(app),
+        ("get_document", {"path": "dendron.topic.mathh"}),
+        ("get_document", {"path": "math"}),
+    )
+    assert "no note named 'dendron.topic.mathh'" in _text(typo)
+    assert "did you mean 'dendron.topic.math.md'?" in _text(typo)
+    assert titled.structured_content["path"] == "dendron.topic.math.md"

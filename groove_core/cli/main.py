@@ -384,7 +384,12 @@ def build_search_command(
     @config_option
     @click.option("--limit", type=int, default=None, help="Number of results (default 10).")
     @click.option("--path", "path_glob", default=None, help="Only files matching this glob.")
-    @click.option("--tag", "tags", multiple=True, help="Only files with this front-matter tag.")
+    @click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        help="Only files with this tag (front matter, or an inline #tag in a vault).",
+    )
     @click.option(
         "--json", "as_json", is_flag=True, help="Print {results, low_confidence, filter_applied}."
     )

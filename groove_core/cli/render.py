@@ -170,6 +170,8 @@ def print_explain(explain: dict[str, Any]) -> None:
         lines.append(head + _leg_details(leg))
         if "expr" in leg:
             lines.append(f"  expr: {leg['expr']}")
+        if leg.get("common_dropped"):
+            lines.append(f"  too common, left out: {', '.join(leg['common_dropped'])}")
         if leg.get("stop_words_dropped"):
             lines.append(f"  stop words left out: {', '.join(leg['stop_words_dropped'])}")
         if leg.get("left_to_word"):

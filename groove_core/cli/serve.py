@@ -526,10 +526,13 @@ def _start_background(
                 f"(its log: {log_file})"
             )
         time.sleep(0.1)
+    import shlex
+
     minutes = idle_timeout / 60
+    stop = " ".join(f"--kb {shlex.quote(str(f))}" for f in folders)
     click.echo(
         f"serving {', '.join(map(str, folders))} for the command line (pid {proc.pid}); it "
-        f"stops after {minutes:g} min without a command, or with: groove serve --stop --kb ..."
+        f"stops after {minutes:g} min without a command, or with: groove serve --stop {stop}"
     )
 
 

@@ -82,6 +82,11 @@ def fingerprint(
         "plugins.versions": versions,
         "index.schema_version": schema_version,
         "index.max_chunk_tokens": config.index.max_chunk_tokens,
+        **(
+            {"index.min_section_tokens": config.index.min_section_tokens}
+            if config.index.min_section_tokens
+            else {}
+        ),
         "index.cjk_char_tokens": config.index.cjk_char_tokens,
         "golden.sha256": golden.sha256,
         "groove.version": __version__,
