@@ -1,0 +1,320 @@
+"""The ``bilingual`` plugin: a candidate leg that translates the query's words with JMdict.
+
+Registered through the ``groove`` entry point ``bilingual``; it owns ``[search.bilingual]``
+and the ``bilingual`` switch. The leg runs only when the query is written in another
+script than the knowledge base's notes (an English question over Japanese notes, or a
+Japanese one over English notes): the query's script is read as the core's cross-script
+rule reads it (``groove_core.weighting.query_script``), the notes' from the share of
+documents whose title is Japanese (computed once per index state). Each query word (or a
+run of two or three, ``computed property``) is looked up in the derived JMdict table
+(:mod:`groove_bilingual.dictionary`); of its headwords, those the KB never uses are
+dropped (they cost nothing), the best ``translations`` by dictionary weight times the
+KB's use of them are kept, and each is searched through the word leg's index
+(``ctx.store.leg_index("word")``, which both storage backends keep). A chunk's score is
+the sum over the query's words of its best translation's bm25, times that translation's
+weight relative to the word's best: a word found through any of its translations counts
+once. Inactive, or on a same-script query, the leg returns ``None`` and the output is
+bit-identical to a groove without this plugin.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import re
+import weakref
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from groove_core import words
+from groove_core.builtins.legs import word_terms
+from groove_core.config import ConfigSection
+from groove_core.context import LegSpec, StageSwitch
+from groove_core.hookspecs import hookimpl
+from groove_core.models import LegHit, LegResult
+from groove_core.query import normalize
+from groove_core.weighting import CJK_TEXT_SHARE, cjk_share, query_script
+
+if TYPE_CHECKING:
+    from groove_core.context import QueryContext
+    from groove_core.models import LegKind
+    from groove_core.storage import SearchStore
+
+NAME = "bilingual"
+
+#: The leg's kind. Not ``lexical``: the core's cross-script rule multiplies every lexical
+#: leg whose matches are in another script than the query by ``cross_script_lexical``
+#: (default 0), which is exactly what this leg's matches always are (README, "Kind").
+KIND: LegKind = "other"
+
+#: Query words looked up together, at most (``computed property`` -> 算出プロパティ).
+MAX_NGRAM = 3
+#: The longest Japanese form looked up in a Japanese query.
+MAX_FORM = 8
+#: A translation in more than this share of the chunks ranks nothing (bm25's IDF is 0).
+COMMON_SHARE = 0.5
+#: Chunks fetched per translation: its best-ranked ones, enough to fill the leg.
+MIN_FETCH = 100
+
+_JAPANESE_RUN = re.compile(f"{words.JAPANESE_CHAR}+")
+_KANJI_OR_KATAKANA = re.compile("[\u3005\u3400-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc-\u30ff]")
+
+
+class BilingualSettings(BaseModel):
+    """Queries in another script than the notes, through JMdict (plugin groove_bilingual).
+
+    JMdict is the EDRDG's dictionary, used under CC BY-SA 4.0."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    enabled: bool = Field(
+        True,
+        description="translate the query's words with JMdict when its script differs from "
+        "the notes' (English over Japanese notes, or the other way; needs groove-bilingual)",
+    )
+    translations: int = Field(
+        3, ge=1, le=10, description="translations searched per query word, at most (1-10)"
+    )
+    min_share: float = Field(
+        0.3,
+        gt=0,
+        le=1,
+        description="run only when at least this share of the documents (by title) is in "
+        "the other script than the query",
+    )
+    own_words: float = Field(
+        1.0,
+        ge=0,
+        le=2,
+        description="dictionary weight of an English query word itself among its "
+        "translations, where the notes use it (Japanese notes write API names, TypeScript, "
+        "props in Latin letters); 0 searches translations only",
+    )
+    context_weight: float = Field(
+        10.0,
+        ge=0,
+        le=100,
+        description="multiplies the bm25 weight of the chunk's context (its page title and "
+        "heading path) for this leg: a translated word in the title says more than one in "
+        "the text, whose other words the leg cannot see",
+    )
+    dictionary: str | None = Field(
+        None,
+        description="a jamdict.db (or .db.xz) to convert instead of the jamdict-data package's",
+    )
+
+
+@hookimpl
+def groove_config_sections() -> list[ConfigSection]:
+    return [ConfigSection("search.bilingual", BilingualSettings)]
+
+
+@hookimpl
+def groove_stage_switches() -> list[StageSwitch]:
+    return [
+        StageSwitch(
+            NAME,
+            "search.bilingual.enabled",
+            "Translate the query's words with JMdict (CC BY-SA 4.0, EDRDG) when it is in "
+            "another script than the notes",
+        )
+    ]
+
+
+@hookimpl
+def groove_legs() -> list[LegSpec]:
+    return [LegSpec(NAME, KIND, search, score="bm25")]
+
+
+# ---------- the notes' script ----------
+
+_shares: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
+
+
+def japanese_share(store: SearchStore, index: Any) -> float:
+    """The share of the documents whose title (else path) is Japanese, computed once per
+    state of the index (its chunk count, read from the word index's cached total)."""
+    _, total = index.rows([])
+    try:
+        cached = _shares.get(index)
+    except TypeError:  # an index that cannot be weakly referenced: computed per query
+        cached = None
+    if cached is not None and cached[0] == total:
+        return cached[1]
+    labels = [d.title or d.path for d in store.documents()]
+    share = sum(cjk_share(t) >= CJK_TEXT_SHARE for t in labels) / len(labels) if labels else 0.0
+    with contextlib.suppress(TypeError):
+        _shares[index] = (total, share)
+    return share
+
+
+# ---------- translations ----------
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One translation of a query word: what is shown, the word-leg term, its weights."""
+
+    shown: str
+    term: str
+    weight: float  # the dictionary's (0-1.5)
+    df: int  # chunks of the KB holding it (bounded by its rarest token)
+    relative: float = 1.0  # over the word's best chosen translation
+
+
+def english_units(ctx: QueryContext) -> list[str]:
+    """The English query's word-leg tokens and their runs of up to MAX_NGRAM, as keys of
+    the dictionary (a quoted phrase's tokens are words of the query too)."""
+    terms, _ = word_terms(ctx)
+    seq = list(dict.fromkeys(token for term in terms for token in term.split(" ")))
+    keys = [
+        " ".join(seq[i : i + n]) for n in range(1, MAX_NGRAM + 1) for i in range(len(seq) - n + 1)
+    ]
+    return keys
+
+
+def japanese_forms(ctx: QueryContext) -> list[str]:
+    """Every substring of the query's Japanese runs (up to MAX_FORM characters) holding a
+    kanji or katakana: the forms to look up (the longest found are kept, see below)."""
+    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    forms: list[str] = []
+    for run in _JAPANESE_RUN.findall(text):
+        for i in range(len(run)):
+            for n in range(1, min(MAX_FORM, len(run) - i) + 1):
+                form = run[i : i + n]
+                if _KANJI_OR_KATAKANA.search(form):
+                    forms.append(form)
+    return list(dict.fromkeys(forms))
+
+
+def _longest(text_runs: list[str], found: set[str]) -> list[str]:
+    """The found forms of a greedy longest-first cut of each run, in order."""
+    out: list[str] = []
+    for run in text_runs:
+        i = 0
+        while i < len(run):
+            for n in range(min(MAX_FORM, len(run) - i), 0, -1):
+                if run[i : i + n] in found:
+                    out.append(run[i : i + n])
+                    i += n
+                    break
+            else:
+                i += 1
+    return list(dict.fromkeys(out))
+
+
+def candidates(
+    ctx: QueryContext, dictionary: Any, script: str, own_words: float = 0.0
+) -> tuple[dict[str, list[tuple[str, str, float]]], list[str]]:
+    """(unit -> [(shown, term, weight)] from the dictionary, the query words it lacks);
+    with ``own_words`` above 0, each English word is also its own candidate."""
+    if script == "other":
+        keys = english_units(ctx)
+        found = dictionary.english(keys)
+        single = [k for k in keys if " " not in k]
+        if own_words > 0:
+            for key in single:
+                found[key] = [*found.get(key, []), (key, key, own_words)]
+        return found, [k for k in single if k not in found or len(found[k]) == 1]
+    forms = japanese_forms(ctx)
+    entries = dictionary.japanese(forms)
+    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    kept = _longest(_JAPANESE_RUN.findall(text), set(entries))
+    units = {form: [(w, w, v) for w, v in entries[form]] for form in kept}
+    return units, []
+
+
+def _value(choice: Choice) -> float:
+    """How good a translation is for this KB: the dictionary's weight times how much the
+    KB uses it (a word the notes use for the concept, not a rare synonym)."""
+    return choice.weight * math.log1p(choice.df)
+
+
+def choose(
+    units: dict[str, list[tuple[str, str, float]]],
+    df: dict[str, int],
+    chunks: int,
+    count: int,
+) -> dict[str, list[Choice]]:
+    """Per unit, up to ``count`` translations the KB uses (in at least one chunk, in at
+    most COMMON_SHARE of them), by dictionary weight times log(1 + df), each with its
+    weight relative to the unit's best."""
+    out: dict[str, list[Choice]] = {}
+    for unit, options in units.items():
+        seen: dict[str, Choice] = {}
+        for shown, term, weight in options:
+            tokens = term.split(" ")
+            used = min((df.get(t, 0) for t in tokens), default=0)
+            if used <= 0 or used > COMMON_SHARE * chunks:
+                continue
+            if term not in seen or seen[term].weight < weight:
+                seen[term] = Choice(shown, term, weight, used)
+        ranked = sorted(seen.values(), key=lambda c: (-_value(c), c.term))
+        best = ranked[:count]
+        if best:
+            top = _value(best[0])
+            out[unit] = [
+                Choice(c.shown, c.term, c.weight, c.df, round(_value(c) / top, 3)) for c in best
+            ]
+    return out
+
+
+def search(ctx: QueryContext) -> LegResult | None:
+    if not ctx.active(NAME):
+        return None
+    script = query_script(ctx.query.embed_text)
+    index = ctx.store.leg_index("word")
+    if script is None or index is None:
+        return None
+    settings = ctx.settings.get(BilingualSettings)
+    share = japanese_share(ctx.store, index)
+    other = share if script == "other" else 1.0 - share
+    if other < settings.min_share:
+        return None  # the notes are in the query's script: nothing to translate
+    from groove_bilingual.dictionary import open_dictionary
+
+    dictionary = open_dictionary(settings.dictionary)
+    units, lacking = candidates(ctx, dictionary, script, settings.own_words)
+    tokens = sorted({t for opts in units.values() for _, term, _ in opts for t in term.split(" ")})
+    df, chunks = index.rows(tokens) if tokens else ({}, 0)
+    chosen = choose(units, df, chunks, settings.translations)
+    meta: dict[str, Any] = {
+        "notes_japanese": round(share, 2),
+        "translations": [
+            f"{unit}: " + ", ".join(f"{c.shown} {c.relative:g} (df {c.df})" for c in opts)
+            for unit, opts in chosen.items()
+        ],
+    }
+    unused = [u for u in units if u not in chosen and " " not in u]
+    if lacking or unused:
+        meta["untranslated"] = list(dict.fromkeys([*lacking, *unused]))
+    if not chosen:
+        return LegResult(NAME, (), {**meta, "skipped": True, "reason": "no translation used"})
+    fusion = ctx.config.search.fusion
+    weights = (fusion.heading, fusion.context * settings.context_weight, fusion.content)
+    allowed, excluded = ctx.allowed_ids(), ctx.excluded_ids()
+    if allowed is not None:
+        allowed = allowed - excluded
+    fetch = max(MIN_FETCH, ctx.leg_size + (0 if allowed is not None else len(excluded)))
+    totals: dict[int, float] = {}
+    searched = 0
+    for opts in chosen.values():
+        best: dict[int, float] = {}
+        for choice in opts:
+            if searched >= words.MAX_TERMS:
+                break
+            searched += 1
+            for cid, score in index.search([choice.term], weights, fetch, allowed):
+                value = -score * choice.relative
+                if value > best.get(cid, 0.0):
+                    best[cid] = value
+        for cid, value in best.items():
+            totals[cid] = totals.get(cid, 0.0) + value
+    ranked = sorted(
+        ((cid, v) for cid, v in totals.items() if cid not in excluded), key=lambda x: (-x[1], x[0])
+    )
+    hits = tuple(LegHit(cid, -value) for cid, value in ranked[: ctx.leg_size])
+    meta["searched"] = searched
+    return LegResult(NAME, hits, meta)

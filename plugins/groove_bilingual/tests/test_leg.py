@@ -1,0 +1,152 @@
+"""The bilingual leg inside real searches over tiny KBs, with the fixture dictionary: it
+finds a Japanese note from an English query (and back), stays off on same-script queries,
+shows its translations in --explain, and a word the dictionary lacks costs nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from groove_bilingual import plugin
+
+from groove_core.app import Groove
+from groove_core.cli import build_cli
+from groove_core.config import parse_config
+from groove_core.models import LegResult
+from groove_core.plugins import make_plugin_manager
+from groove_core.testing import FAST_CONFIG, check_candidate_leg, installed_plugin, make_kb, open_kb
+
+JAPANESE = {
+    "embed.md": "# 画像の埋め込み\n\nノートに画像を埋め込む方法を説明します。\n",
+    "state.md": "# 状態管理\n\nアプリの状態を一か所で管理します。\n",
+    "component.md": "# コンポーネント\n\nコンポーネントは再利用できる部品です。\n",
+    "garden.md": "# 庭の手入れ\n\nトマトには日光と水が必要です。\n",
+    "train.md": "# 夜行列車\n\n列車は十時に駅を出発します。\n",
+}
+ENGLISH = {
+    "state.md": "# Managing state\n\nKeep the application state in one place.\n",
+    "garden.md": "# Garden care\n\nTomatoes need sun and water.\n",
+    "train.md": "# Night train\n\nThe train leaves the station at ten.\n",
+}
+
+
+def _kb(tmp_path: Path, notes: dict[str, str], jmdict: Path, extra: str = "") -> Path:
+    config = f'{FAST_CONFIG}[search.bilingual]\ndictionary = "{jmdict}"\n{extra}'
+    return make_kb(tmp_path / "kb", notes, config=config)
+
+
+def _legs(app: Groove, query: str, **args: Any) -> dict[str, LegResult]:
+    _, legs, _ = app.search_explained(query, **args)
+    return {leg.name: leg for leg in legs}
+
+
+def _paths(app: Groove, leg: LegResult) -> list[str]:
+    rows = app.store.chunk_rows([hit.chunk_id for hit in leg.hits])
+    return list(dict.fromkeys(rows[hit.chunk_id].path for hit in leg.hits))
+
+
+def test_the_plugin_is_discovered_through_its_entry_point() -> None:
+    info = installed_plugin("bilingual")
+    assert (info.distribution, info.status) == ("groove-bilingual", "enabled")
+    assert info.hooks == ("groove_config_sections", "groove_legs", "groove_stage_switches")
+    assert (info.stages, info.off_by_default) == (("bilingual",), False)
+
+
+def test_an_english_query_finds_a_japanese_note_by_a_dictionary_word(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    leg = _legs(app, "how to embed images")["bilingual"]
+    assert _paths(app, leg) == ["embed.md"]
+    assert leg.kind == plugin.KIND and leg.hits[0].raw_score < 0  # bm25's scale
+    response = app.search("how to embed images", limit=3)
+    assert response.results[0].path == "embed.md"
+    state = _legs(app, "state")["bilingual"]
+    assert _paths(app, state) == ["state.md"]
+
+
+def test_explain_shows_each_words_translations_and_weights(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    leg = _legs(app, "component state")["bilingual"]
+    assert leg.meta["translations"] == [
+        "compon: コンポーネント 1 (df 1)",
+        "state: 状態 1 (df 1)",
+    ]
+    assert leg.meta["notes_japanese"] == 1.0
+    result = CliRunner().invoke(
+        build_cli(make_plugin_manager(parse_config({}), validate=False)),
+        ["search", "component state", "--explain", "--kb", str(app.kb)],
+    )
+    assert result.exit_code == 0, result.output
+    assert "leg bilingual (other)" in result.output
+    assert "translations: " in result.output and "コンポーネント 1 (df 1)" in result.output
+    as_json = CliRunner().invoke(
+        build_cli(make_plugin_manager(parse_config({}), validate=False)),
+        ["search", "component state", "--explain", "--json", "--kb", str(app.kb)],
+    )
+    assert "コンポーネント" in as_json.output and json.loads(as_json.output)
+
+
+def test_a_headword_the_kb_never_uses_costs_nothing(tmp_path: Path, jmdict: Path) -> None:
+    # 構成要素 (component) and 宇宙船 (spaceship) are in the dictionary, not in the notes
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    leg = _legs(app, "component spaceship")["bilingual"]
+    assert leg.meta["translations"] == ["compon: コンポーネント 1 (df 1)"]
+    assert leg.meta["untranslated"] == ["spaceship"]
+    assert leg.meta["searched"] == 1
+
+
+def test_a_word_the_dictionary_lacks_costs_nothing(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    plain = _legs(app, "embed")["bilingual"]
+    more = _legs(app, "embed zyxwv")["bilingual"]
+    assert more.meta["untranslated"] == ["zyxwv"]
+    assert more.hits == plain.hits and more.meta["searched"] == plain.meta["searched"] == 1
+
+
+def test_it_does_not_run_on_a_same_script_query(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    assert "bilingual" not in _legs(app, "状態管理")
+    english = open_kb(_kb(tmp_path / "en", ENGLISH, jmdict))
+    assert "bilingual" not in _legs(english, "state")
+    # and the search is the one a groove without the plugin gives
+    without = Groove.open(
+        make_kb(
+            tmp_path / "en2", ENGLISH, config=FAST_CONFIG + "[plugins]\ndisabled = ['bilingual']\n"
+        )
+    )
+    without.index()
+    assert [r.path for r in english.search("state").results] == [
+        r.path for r in without.search("state").results
+    ]
+
+
+def test_a_japanese_query_finds_an_english_note(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, ENGLISH, jmdict))
+    leg = _legs(app, "状態の管理")["bilingual"]
+    assert _paths(app, leg)[0] == "state.md"
+    assert leg.meta["translations"][0].startswith("状態: ")
+
+
+def test_the_switch_turns_it_off_per_query_and_by_default(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    assert "bilingual" not in _legs(app, "embed", options={"bilingual": False})
+    off = open_kb(_kb(tmp_path / "off", JAPANESE, jmdict, "enabled = false\n"))
+    assert "bilingual" not in _legs(off, "embed")
+    assert "bilingual" in _legs(off, "embed", options={"bilingual": True})
+
+
+def test_it_keeps_the_candidate_leg_contract(tmp_path: Path, jmdict: Path) -> None:
+    app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
+    check_candidate_leg(plugin, app)
+
+
+def test_filters_and_exclusions_apply(tmp_path: Path, jmdict: Path) -> None:
+    notes = {**JAPANESE, "more/state.md": "# 状態遷移\n\n状態が変わる。\n"}
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    both = _paths(app, _legs(app, "state")["bilingual"])
+    assert set(both) == {"state.md", "more/state.md"}
+    only = _paths(app, _legs(app, "state", path="more/")["bilingual"])
+    assert only == ["more/state.md"]
