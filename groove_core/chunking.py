@@ -40,7 +40,7 @@ from __future__ import annotations
 import math
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from itertools import accumulate, islice, pairwise
@@ -261,6 +261,35 @@ def body_offset(text: str) -> int:
     return lines.offset(_front_matter(lines)[0])
 
 
+def private_key_spans(text: str, keys: Collection[str]) -> list[tuple[int, int]]:
+    """The character spans of the front matter's top-level ``keys`` (any case), each from
+    its key's line to the next top-level key (its value's lines included), sorted."""
+    lines = _Lines(text)
+    body = _front_matter(lines)[0]
+    if body == 0 or not keys:
+        return []
+    hidden = {k.casefold() for k in keys}
+    spans: list[tuple[int, int]] = []
+    start: int | None = None
+    for line in range(1, body - 1):
+        content = lines.content(line)
+        top = _TOP_KEY.match(content)
+        if top is None:
+            continue  # a value's continuation (indented, a list item) or a comment
+        if start is not None:
+            spans.append((start, lines.offset(line)))
+            start = None
+        if top.group(1).strip("'\"").casefold() in hidden:
+            start = lines.offset(line)
+    if start is not None:
+        spans.append((start, lines.offset(body - 1)))
+    return spans
+
+
+#: A top-level front-matter key: ``key:`` at the start of a line (quoted keys too).
+_TOP_KEY = re.compile(r"""^([A-Za-z0-9_][^:#\s]*|"[^"]+"|'[^']+')\s*:(?:\s|$)""")
+
+
 def parse_markdown(
     text: str,
     *,
@@ -270,6 +299,7 @@ def parse_markdown(
     max_chunks: int | None = None,
     markup: Markup = COMMONMARK,
     min_section_tokens: int = 0,
+    private_keys: Collection[str] = (),
 ) -> ParsedDocument:
     """Parse a Markdown document into metadata and heading-aware chunks.
 
@@ -277,7 +307,8 @@ def parse_markdown(
     ``max_tokens`` below 1 is an error, since no chunk could be produced under it, and a
     document with more than ``max_chunks`` chunks raises :class:`TooManyChunks` after
     building at most ``max_chunks + 1`` of them (and sections for a few times that).
-    ``markup`` says which dialect markup is cleaned out (none by default). With
+    ``markup`` says which dialect markup is cleaned out (none by default);
+    ``private_keys``: front-matter keys left unread (any case). With
     ``min_section_tokens``, a section with less text than that under its heading is merged
     into the chunk before it while the two fit ``max_tokens`` (:func:`_merge_small`).
     """
@@ -285,6 +316,9 @@ def parse_markdown(
         raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
     lines = _Lines(text)
     body_line, front_matter, warnings = _front_matter(lines)
+    if private_keys:  # the writer's own: never read into the index (title, tags, ...)
+        hidden = {k.casefold() for k in private_keys}
+        front_matter = {k: v for k, v in front_matter.items() if k.casefold() not in hidden}
     masked = clean(text, lines.offset(body_line), markup)
     if masked.text is not text:
         lines = _Lines(masked.text)  # same line starts: the mask keeps every line break

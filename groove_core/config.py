@@ -250,6 +250,12 @@ class IndexConfig(_Strict):
         description="Obsidian %% comments %%: hide (neither indexed nor served, as Obsidian's "
         "reading view hides them) or keep (re-index with --rebuild after changing it)",
     )
+    private_keys: tuple[str, ...] = Field(
+        (),
+        description="front-matter keys that are the writer's own (e.g. ['salary', 'contact']): "
+        "never read into the index and left out wherever a note is served, their lines kept "
+        "blank (re-index with --rebuild after changing it)",
+    )
     serve_comments: bool = Field(
         False,
         description="serve the comments the index leaves out (HTML <!-- -->, MDX {/* */}, and "

@@ -75,6 +75,7 @@ def _new_document(
             max_tokens=index.max_chunk_tokens,
             # A loader's parts (a PDF's pages) stay chunks of their own: a hit names its page.
             min_section_tokens=0 if converted else index.min_section_tokens,
+            private_keys=() if converted else index.private_keys,
             cjk_char_tokens=index.cjk_char_tokens,
             max_chunks=index.max_chunks_per_file,
             markup=markup,

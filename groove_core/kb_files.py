@@ -293,18 +293,20 @@ def lines_asked(
 
 
 def served_text(app: Groove, rel: str, text: str) -> str:
-    """A note's text as it is served: without the comments its markup leaves out of the
-    index (:func:`groove_core.dialects.comment_spans`: what the writer hid), line numbers
-    unchanged, unless ``[index] serve_comments`` asks for them."""
-    from groove_core.chunking import body_offset
+    """A note's text as it is served: without its private front-matter keys (``[index]
+    private_keys``) and the comments its markup leaves out of the index
+    (:func:`groove_core.dialects.comment_spans`: what the writer hid; unless ``[index]
+    serve_comments`` asks for them), line numbers unchanged."""
+    from groove_core.chunking import body_offset, private_key_spans
     from groove_core.dialects import comment_spans, in_vault, markup_for, without
 
     index = app.config.index
-    if index.serve_comments:
-        return text
-    keep = index.obsidian_comments == "keep"
-    markup = markup_for(index.dialect, rel, text, in_vault(app.kb), keep)
-    return without(text, comment_spans(text, body_offset(text), markup))
+    hidden = private_key_spans(text, index.private_keys)
+    if not index.serve_comments:
+        keep = index.obsidian_comments == "keep"
+        markup = markup_for(index.dialect, rel, text, in_vault(app.kb), keep)
+        hidden += comment_spans(text, body_offset(text), markup)
+    return without(text, sorted(hidden))
 
 
 def indexed_document(app: Groove, rel: str) -> DocumentRow | None:

@@ -115,3 +115,32 @@ def test_serve_comments_takes_a_boolean_only(tmp_path: Path) -> None:
     kb = _kb(tmp_path, '[index]\nserve_comments = "yes"\n')
     with pytest.raises(ConfigError, match="serve_comments"):
         open_kb(kb)
+
+
+PRIVATE = (
+    "---\n"  # 1
+    "title: Budget\n"  # 2
+    "Salary: 9876\n"  # 3
+    "contact:\n"  # 4
+    "  - phone: 555-0199\n"  # 5
+    "tags: [money]\n"  # 6
+    "---\n"  # 7
+    "# Budget\n\nThe household budget for the year.\n"  # 8-10
+)
+
+
+def test_private_front_matter_keys_are_neither_indexed_nor_served(tmp_path: Path) -> None:
+    """``[index] private_keys`` (any case): the keys' lines are blank wherever the note is
+    served, and nothing of them reaches the index (issue #44, item 1)."""
+    config = FAST_CONFIG + '[index]\nprivate_keys = ["salary", "Contact", "tags"]\n'
+    kb = make_kb(tmp_path / "kb", {"budget.md": PRIVATE}, config=config)
+    app = open_kb(kb)
+    [doc] = call_tools(build_mcp_server(app), ("get_document", {"path": "budget.md"}))
+    served = doc.structured_content["content"].splitlines()
+    assert served[:7] == ["---", "title: Budget", "", "", "", "", "---"]
+    assert served[7:] == PRIVATE.splitlines()[7:]
+    assert doc.structured_content["tags"] == []  # a private key is not read at all
+    assert doc.structured_content["title"] == "Budget"
+    for secret in ("9876", "555-0199"):
+        found = app.search(secret, limit=3).results
+        assert not [h for h in found if {"fts", "word"} & set(h.legs)], secret
