@@ -81,7 +81,7 @@ class FusionConfig(_Strict):
         ge=0,
         description="multiplies the lexical legs' weight when the query's script (Japanese or "
         "not) differs from that of what they matched (their top hits); 0 leaves them out, "
-        "1.0 turns the rule off",
+        "1.0 turns the rule off; a leg that translates (bridges_scripts) is exempt",
     )
     cross_script_exact: float = Field(
         1.0,

@@ -135,6 +135,11 @@ class LegSpec:
     excludes: ExclusionScan | None = None
     #: How the leg counts words (:class:`Lexicon`); read with ``reports_terms``.
     lexicon: Lexicon | None = None
+    #: A lexical leg that matches across scripts by design (a translating leg: an English
+    #: query's words looked up in Japanese notes): the cross-script rule neither reads its
+    #: hits for the script of the matches nor multiplies it by ``cross_script_lexical``
+    #: (groove_core.weighting). Only a ``lexical`` leg may declare it.
+    bridges_scripts: bool = False
     plugin: str = ""  # set by the core: the plugin that declared it
 
     def __post_init__(self) -> None:
@@ -143,6 +148,11 @@ class LegSpec:
             raise ValueError(
                 f"LegSpec {self.name!r}: score must be one of {', '.join(SCORE_SCALES)} or "
                 f"None, not {self.score!r}"
+            )
+        if self.bridges_scripts and self.kind != "lexical":
+            raise ValueError(
+                f"LegSpec {self.name!r}: bridges_scripts is read on a lexical leg only, not "
+                f"on a {self.kind!r} one"
             )
 
     @property

@@ -76,7 +76,8 @@ class LegResult:
     terms: the lexical leg reporting them is the one the query-dependent fusion rules
     read, and without one that ran they are off), and ``weight`` / ``weight_reasons``,
     which the core adds before fusion (``groove_core.weighting``). Other keys are the
-    leg's own. ``name``, ``kind`` and ``default_weight`` are set by the core from the leg's spec.
+    leg's own. ``name``, ``kind``, ``default_weight`` and ``bridges_scripts`` are set by
+    the core from the leg's spec.
     """
 
     name: str
@@ -85,6 +86,9 @@ class LegResult:
     kind: LegKind = "other"
     #: The spec's default weight (``LegSpec.weight``), set by the core.
     default_weight: float = 1.0
+    #: The spec's ``LegSpec.bridges_scripts`` (a lexical leg matching across scripts by
+    #: design, which the cross-script rule leaves alone), set by the core.
+    bridges_scripts: bool = False
 
 
 @dataclass(frozen=True)

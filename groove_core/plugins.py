@@ -419,7 +419,13 @@ class Plugins:
                 result = spec.search(ctx)
             if result is not None:
                 found.append(
-                    replace(result, name=spec.name, kind=spec.kind, default_weight=spec.weight)
+                    replace(
+                        result,
+                        name=spec.name,
+                        kind=spec.kind,
+                        default_weight=spec.weight,
+                        bridges_scripts=spec.bridges_scripts,
+                    )
                 )
         return found
 

@@ -22,6 +22,9 @@ name, so a plugin's leg is weighed like a built-in one of its kind:
   "Transition") occur verbatim inside Japanese pages that are not their answer: full
   coverage alone cost the English-to-Japanese Vue set 0.17 nDCG@10, with the vector leg's
   agreement still 0.04–0.07; with the rarity bound too, nothing (docs/eval.md).
+  A lexical leg that declares ``bridges_scripts`` (``LegSpec``: it matches across scripts
+  by design, e.g. by translating the query's words) is outside this rule: its hits do not
+  tell the script of the matches, and its weight is not multiplied.
 * **lexical coverage**: when the top hit of the lexical leg that reports the query's terms
   (``meta["terms"]``: the built-in word leg) contains at least ``coverage_threshold`` of
   the query's IDF mass (the rare words of the query, weighted by bm25's IDF), every vector
@@ -37,7 +40,7 @@ disabled, fusion is the seed's plain RRF. The figures behind the defaults are in
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -86,8 +89,17 @@ def query_script(text: str) -> str | None:
 
 
 def match_script(store: SearchStore, legs: Sequence[LegResult]) -> str | None:
-    """``ja`` or ``other``: the script of the lexical legs' top hits (None without hits)."""
-    ids = {hit.chunk_id for leg in legs if leg.kind == "lexical" for hit in leg.hits[:MATCH_SAMPLE]}
+    """``ja`` or ``other``: the script of the lexical legs' top hits (None without hits).
+
+    A leg that bridges scripts (``LegSpec.bridges_scripts``) is not read: its matches are in
+    the other script by design, and say nothing about what the query's own words matched.
+    """
+    ids = {
+        hit.chunk_id
+        for leg in legs
+        if leg.kind == "lexical" and not leg.bridges_scripts
+        for hit in leg.hits[:MATCH_SAMPLE]
+    }
     if not ids:
         return None
     rows = store.chunk_rows(sorted(ids)).values()
@@ -190,10 +202,12 @@ def leg_weights(
     kinds: Mapping[str, LegKind],
     fusion: FusionConfig,
     defaults: Mapping[str, float] | None = None,
+    bridging: Collection[str] = (),
 ) -> dict[str, tuple[float, tuple[str, ...]]]:
     """leg name -> (weight, the reasons it differs from the configured weight), for the
     legs ``kinds`` names (leg name -> its kind); a leg the configuration does not weigh has
-    its spec's weight (``defaults``, else 1.0)."""
+    its spec's weight (``defaults``, else 1.0). The lexical legs named in ``bridging``
+    (:func:`leg_bridges`) are not multiplied by the cross-script rule."""
     out: dict[str, tuple[float, tuple[str, ...]]] = {}
     for name, kind in kinds.items():
         weight = fusion.weights.get(name, (defaults or {}).get(name, 1.0))
@@ -202,7 +216,8 @@ def leg_weights(
             factor = fusion.cross_script_lexical
             if found.cross_script and found.exact:
                 factor = max(factor, fusion.cross_script_exact)
-            if found.cross_script and kind == "lexical" and factor != 1:
+            bridges = name in bridging
+            if found.cross_script and kind == "lexical" and not bridges and factor != 1:
                 weight *= factor
                 exact = ", exact match" if found.exact else ""
                 why.append(
@@ -232,6 +247,11 @@ def leg_kinds(legs: Sequence[LegResult]) -> dict[str, LegKind]:
     return {leg.name: leg.kind for leg in legs}
 
 
+def leg_bridges(legs: Sequence[LegResult]) -> set[str]:
+    """The names of the legs that bridge scripts (``LegSpec.bridges_scripts``)."""
+    return {leg.name for leg in legs if leg.bridges_scripts}
+
+
 def leg_defaults(legs: Sequence[LegResult]) -> dict[str, float]:
     """Each leg's name -> its spec's weight, used where the configuration names no weight."""
     return {leg.name: leg.default_weight for leg in legs}
@@ -252,5 +272,7 @@ def apply(
 def weigh(ctx: QueryContext, legs: Sequence[LegResult]) -> list[LegResult]:
     """Weights for this query's legs, from the configuration and the rules."""
     found = features(ctx, legs)
-    weights = leg_weights(found, leg_kinds(legs), ctx.config.search.fusion, leg_defaults(legs))
+    weights = leg_weights(
+        found, leg_kinds(legs), ctx.config.search.fusion, leg_defaults(legs), leg_bridges(legs)
+    )
     return apply(legs, weights)

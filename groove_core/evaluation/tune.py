@@ -51,6 +51,7 @@ from groove_core.weighting import (
     Features,
     apply,
     features,
+    leg_bridges,
     leg_defaults,
     leg_kinds,
     leg_weights,
@@ -269,7 +270,8 @@ def _weighted(
             "coverage_vector": point.coverage_vector,
         }
     )
-    return apply(legs, leg_weights(found, leg_kinds(legs), fusion, leg_defaults(legs)))
+    weights = leg_weights(found, leg_kinds(legs), fusion, leg_defaults(legs), leg_bridges(legs))
+    return apply(legs, weights)
 
 
 def _legs_for(

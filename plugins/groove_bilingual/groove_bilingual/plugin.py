@@ -44,10 +44,11 @@ if TYPE_CHECKING:
 
 NAME = "bilingual"
 
-#: The leg's kind. Not ``lexical``: the core's cross-script rule multiplies every lexical
-#: leg whose matches are in another script than the query by ``cross_script_lexical``
-#: (default 0), which is exactly what this leg's matches always are (README, "Kind").
-KIND: LegKind = "other"
+#: The leg's kind: it matches words, looked up in the word leg's index. Its matches are
+#: always in another script than the query, so it declares ``bridges_scripts``: the core's
+#: cross-script rule, which multiplies a lexical leg matching another script than the
+#: query's by ``cross_script_lexical`` (default 0), leaves it alone (README, "Kind").
+KIND: LegKind = "lexical"
 
 #: Query words looked up together, at most (``computed property`` -> 算出プロパティ).
 MAX_NGRAM = 3
@@ -125,7 +126,9 @@ def groove_stage_switches() -> list[StageSwitch]:
 
 @hookimpl
 def groove_legs() -> list[LegSpec]:
-    return [LegSpec(NAME, KIND, search, score="bm25")]
+    # raw_score is the negative of a sum of FTS5 bm25 values (larger matches, smaller
+    # scores): the bm25 scale of the score fusion
+    return [LegSpec(NAME, KIND, search, score="bm25", bridges_scripts=True)]
 
 
 # ---------- the notes' script ----------

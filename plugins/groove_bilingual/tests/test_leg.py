@@ -80,7 +80,7 @@ def test_explain_shows_each_words_translations_and_weights(tmp_path: Path, jmdic
         ["search", "component state", "--explain", "--kb", str(app.kb)],
     )
     assert result.exit_code == 0, result.output
-    assert "leg bilingual (other)" in result.output
+    assert "leg bilingual (lexical)" in result.output
     assert "translations: " in result.output and "コンポーネント 1 (df 1)" in result.output
     as_json = CliRunner().invoke(
         build_cli(make_plugin_manager(parse_config({}), validate=False)),
@@ -96,6 +96,24 @@ def test_a_headword_the_kb_never_uses_costs_nothing(tmp_path: Path, jmdict: Path
     assert leg.meta["translations"] == ["compon: コンポーネント 1 (df 1)"]
     assert leg.meta["untranslated"] == ["spaceship"]
     assert leg.meta["searched"] == 1
+
+
+def test_it_is_a_lexical_leg_the_cross_script_rule_leaves_alone(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    # "API" is written in Latin letters in a Japanese note: the word leg matches it there,
+    # and the cross-script rule (exact matches included) sets the word and trigram legs
+    # aside; the bilingual leg, which bridges scripts by design, keeps its weight.
+    notes = {**JAPANESE, "api.md": "# API の使い方\n\nAPI でデータを取得します。\n"}
+    strict = "[search.fusion]\ncross_script_exact = 0.0\n"
+    app = open_kb(_kb(tmp_path, notes, jmdict, strict))
+    legs = _legs(app, "api state")
+    leg = legs["bilingual"]
+    assert (leg.kind, leg.bridges_scripts) == ("lexical", True)
+    assert "state.md" in _paths(app, leg)
+    assert (leg.meta["weight"], leg.meta["weight_reasons"]) == (1.0, ())
+    assert legs["word"].hits and legs["word"].meta["weight"] == 0.0
+    assert "state.md" in [r.path for r in app.search("api state", limit=3).results]
 
 
 def test_a_word_the_dictionary_lacks_costs_nothing(tmp_path: Path, jmdict: Path) -> None:
