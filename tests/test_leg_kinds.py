@@ -205,3 +205,15 @@ def test_the_core_rules_name_no_leg() -> None:
     for rel, pattern in rules.items():
         source = (root / rel).read_text(encoding="utf-8")
         assert not re.findall(pattern, source), f"{rel} names a built-in leg"
+
+
+def test_ablation_keeps_the_settings_of_the_plugins_it_switches_off_out_of_its_rows(
+    tmp_path: Path,
+) -> None:
+    """A plugin's section in groove.toml (here groove-expansion's ``[search.prf]``) does not
+    stop ``--ablate``, whose "vector only" row switches the plugin off: the row leaves its
+    keys out instead of failing on a section no enabled plugin provides."""
+    kb = _kb(tmp_path / "kb", FAST_CONFIG + "[search.prf]\nenabled = false\n")
+    result = _cli("eval", "--kb", str(kb), "--ablate", "--json", "--no-history")
+    variants = [r["variant"] for r in json.loads(result.stdout)["runs"]]
+    assert {"lexical only", "vector only", "hybrid (stage 1)"} <= set(variants)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from groove_core.evaluation.golden import (
     GoldenError,
@@ -32,7 +32,7 @@ from groove_core.evaluation.runner import (
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
-    from groove_core.config import GrooveConfig
+    from groove_core.config import ConfigSection, GrooveConfig
 
 DEFAULT_GOLDEN = "golden.jsonl"
 
@@ -141,7 +141,8 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
     if {"lexical", "vector"} <= {s.kind for s in specs}:
         for name, kind in (("lexical only", "lexical"), ("vector only", "vector")):
             others = dict.fromkeys(s.plugin for s in specs if s.kind != kind)
-            rows.append(_leg_variant(name, config, [*disabled, *others]))
+            owned = [s for s in plugins.settings.sections if s.plugin in others]
+            rows.append(_leg_variant(name, config, [*disabled, *others], owned))
     rows.append(Variant("hybrid (stage 1)", config, "candidates"))
     switches = plugins.stage_switches()
     all_off = {s.setting: False for s in switches}
@@ -162,5 +163,29 @@ def ablation_variants(session: EvalSession) -> list[Variant]:
     return rows
 
 
-def _leg_variant(name: str, config: GrooveConfig, disabled: Sequence[str]) -> Variant:
-    return Variant(name, with_changes(config, {"plugins.disabled": list(disabled)}), "candidates")
+def _leg_variant(
+    name: str, config: GrooveConfig, disabled: Sequence[str], owned: Sequence[ConfigSection]
+) -> Variant:
+    """``config`` with ``disabled`` plugins, and without the keys of theirs groove.toml
+    sets (``owned``: their sections): a section no enabled plugin provides is an error."""
+    from groove_core.config import core_tables, parse_config, set_dotted
+
+    data = config.to_data()
+    for section in owned:
+        keys = (
+            [section.path]
+            if section.path not in core_tables()
+            else [
+                f"{section.path}.{k}" if section.path else k
+                for k in (info.alias or n for n, info in section.model.model_fields.items())
+            ]
+        )
+        for dotted in keys:
+            *parents, leaf = dotted.split(".")
+            node: Any = data
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(leaf, None)
+    set_dotted(data, "plugins.disabled", list(disabled))
+    return Variant(name, parse_config(data, config.source or "<eval>"), "candidates")
