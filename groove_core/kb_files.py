@@ -131,6 +131,9 @@ def by_name(app: Groove, path: str) -> str:
     except (OSError, ValueError):  # a name too long, a NUL: resolve_markdown says why
         return path
     found = notes_named(app, clean)
+    suffix = PurePosixPath(clean).suffix.lower()
+    if suffix and suffix != ".md":  # 'a.mdx' is not 'a.md': said missing, with it suggested
+        found = [f for f in found if f.lower().endswith(suffix)]
     if not found:
         return path
     if len(found) > 1 and found[0].count("/") == found[1].count("/"):

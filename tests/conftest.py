@@ -22,6 +22,18 @@ os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="groove-test-run-")
 atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _bilingual_dictionary_converted() -> None:
+    """groove-bilingual, where installed, converts JMdict once at the first cross-language
+    search and says so on stderr, which click's test runner mixes into the output a test
+    parses: converted here, quietly, before any test (into this run's cache folder)."""
+    try:
+        from groove_bilingual.dictionary import open_dictionary
+    except ImportError:
+        return
+    open_dictionary(progress=lambda message: None)
+
+
 NOTES = {
     "guide/install.md": (
         "---\ntitle: Installing groove\ntags: [setup, guide]\n---\n"

@@ -98,8 +98,10 @@ def test_paths_resolve_via_the_golden_folder_then_the_kb_root(tmp_path: Path) ->
         "xquad-en-para/golden-hard.jsonl",
         "cranfield-en/golden.jsonl",
         "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
+        "md-vue-docs-ja/golden-questions-en2ja.jsonl",
         "dendron-vault-en/golden.jsonl",
         "dendron-vault-en/golden-keywords.jsonl",
+        "dendron-vault-en/golden-stubs.jsonl",
     ],
 )
 def test_every_shared_golden_file_loads_and_resolves(name: str) -> None:

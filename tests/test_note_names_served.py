@@ -103,3 +103,9 @@ def test_a_dotted_name_and_a_title_are_notes_too(tmp_path: Path) -> None:
     assert "no note named 'dendron.topic.mathh'" in _text(typo)
     assert "did you mean 'dendron.topic.math.md'?" in _text(typo)
     assert titled.structured_content["path"] == "dendron.topic.math.md"
+
+
+def test_a_name_with_another_extension_is_not_read_as_the_md_note(tmp_path: Path) -> None:
+    kb = make_kb(tmp_path / "vault", {"guide.md": "# Guide\n\ntext\n"}, config=FAST_CONFIG)
+    [wrong] = call_tools(build_mcp_server(open_kb(kb)), ("get_document", {"path": "guide.mdx"}))
+    assert wrong.is_error and "did you mean 'guide.md'?" in _text(wrong)
