@@ -258,15 +258,17 @@ class _Section:
 def body_offset(text: str) -> int:
     """Where the body of ``text`` starts: after its front matter, if it has one."""
     lines = _Lines(text)
-    return lines.offset(_front_matter(lines)[0])
+    return lines.offset(_body_line(lines))
 
 
 def private_key_spans(text: str, keys: Collection[str]) -> list[tuple[int, int]]:
     """The character spans of the front matter's top-level ``keys`` (any case), each from
     its key's line to the next top-level key (its value's lines included), sorted."""
+    if not keys:
+        return []
     lines = _Lines(text)
-    body = _front_matter(lines)[0]
-    if body == 0 or not keys:
+    body = _body_line(lines)
+    if body == 0:
         return []
     hidden = {k.casefold() for k in keys}
     spans: list[tuple[int, int]] = []
@@ -352,16 +354,23 @@ def parse_markdown(
     )
 
 
-def _front_matter(lines: _Lines) -> tuple[int, dict[str, Any], list[str]]:
-    """Find and parse the front matter: (first body line, mapping, warnings)."""
+def _body_line(lines: _Lines) -> int:
+    """The first line after the front matter (0 without one), found without parsing it."""
     if lines.content(0).rstrip(" \t") != "---":
-        return 0, {}, []
+        return 0
     for line in range(1, lines.count):
         if lines.content(line).rstrip(" \t") in ("---", "..."):
-            source = lines.text[lines.offset(1) : lines.offset(line)]
-            mapping, warnings = _parse_yaml(source)
-            return line + 1, mapping, warnings
-    return 0, {}, []
+            return line + 1
+    return 0
+
+
+def _front_matter(lines: _Lines) -> tuple[int, dict[str, Any], list[str]]:
+    """Find and parse the front matter: (first body line, mapping, warnings)."""
+    body = _body_line(lines)
+    if body == 0:
+        return 0, {}, []
+    mapping, warnings = _parse_yaml(lines.text[lines.offset(1) : lines.offset(body - 1)])
+    return body, mapping, warnings
 
 
 def _parse_yaml(source: str) -> tuple[dict[str, Any], list[str]]:

@@ -440,6 +440,14 @@ class ConfigSection:
     model: type[BaseModel]
     plugin: str = ""  # set by the core: the plugin that declared it
 
+    def owned_keys(self) -> list[str]:
+        """The dotted keys of ``GrooveConfig.unclaimed`` this section owns: its table, or
+        each key it adds to a core table (by name and by alias)."""
+        if self.path not in core_tables():
+            return [self.path]
+        prefix = f"{self.path}." if self.path else ""
+        return [prefix + key for key in _keys(self.model)]
+
     @property
     def label(self) -> str:
         """How messages name it: ``[search.dedupe]``, or the keys it adds to a core table."""
@@ -511,9 +519,9 @@ def resolve_settings(
         if section.path in tables:
             prefix = f"{section.path}." if section.path else ""
             raw: Any = {
-                key: unclaimed.pop(prefix + key)
-                for key in _keys(section.model)
-                if prefix + key in unclaimed
+                dotted.removeprefix(prefix): unclaimed.pop(dotted)
+                for dotted in section.owned_keys()
+                if dotted in unclaimed
             }
         else:
             raw = unclaimed.pop(section.path, {})

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from groove_core.evaluation.golden import (
     GoldenError,
@@ -168,24 +168,7 @@ def _leg_variant(
 ) -> Variant:
     """``config`` with ``disabled`` plugins, and without the keys of theirs groove.toml
     sets (``owned``: their sections): a section no enabled plugin provides is an error."""
-    from groove_core.config import core_tables, parse_config, set_dotted
-
-    data = config.to_data()
-    for section in owned:
-        keys = (
-            [section.path]
-            if section.path not in core_tables()
-            else [
-                f"{section.path}.{k}" if section.path else k
-                for k in (info.alias or n for n, info in section.model.model_fields.items())
-            ]
-        )
-        for dotted in keys:
-            *parents, leaf = dotted.split(".")
-            node: Any = data
-            for part in parents:
-                node = node.get(part) if isinstance(node, dict) else None
-            if isinstance(node, dict):
-                node.pop(leaf, None)
-    set_dotted(data, "plugins.disabled", list(disabled))
-    return Variant(name, parse_config(data, config.source or "<eval>"), "candidates")
+    dropped = {key for section in owned for key in section.owned_keys()}
+    kept = {k: v for k, v in config.unclaimed.items() if k not in dropped}
+    trimmed = config.model_copy(update={"unclaimed": kept})
+    return Variant(name, with_changes(trimmed, {"plugins.disabled": list(disabled)}), "candidates")
