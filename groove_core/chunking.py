@@ -28,6 +28,10 @@ Decisions worth knowing:
   mask, so no heading or chunk is made of markup, while every range stays a range of the
   file. ``content`` is the file's slice with the markup taken out (``dialects.tidy``); with
   no markup (or ``commonmark``) it is the slice itself.
+* A section with less text than ``min_section_tokens`` (``[index]``, 32 by default) joins the
+  chunk before it while they fit the budget (a reference page's one-line stubs would
+  otherwise outrank the pages they point to); the chunk keeps each later section's line and
+  heading path in ``sections``, so a hit or a line range in it names its own section.
 * Chunks are trimmed of leading blank lines and trailing whitespace, so no chunk is empty
   and the uncovered gaps hold whitespace, front matter or skipped heading lines only.
 * Lines are separated by ``\\n``, ``\\r\\n`` or a lone ``\\r`` (markdown-it's definition).
@@ -48,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 
 from groove_core.dialects import COMMONMARK, Markup, clean, tidy
 from groove_core.links import RawLink, extract_links
+from groove_core.rows import Subsection
 
 if TYPE_CHECKING:
     from markdown_it import MarkdownIt
@@ -73,6 +78,8 @@ class Chunk:
     byte_end: int
     line_start: int
     line_end: int
+    # The sections after the first one, when small sections were merged into this chunk.
+    sections: tuple[Subsection, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -253,6 +260,7 @@ class _Section:
     level: int
     heading: str
     heading_path: tuple[str, ...]
+    parts: tuple[_Section, ...] = ()  # the sections merged after it (``_merge_small``)
 
 
 def body_offset(text: str) -> int:
@@ -643,7 +651,7 @@ def _merge_small(
                 and section.level >= group.level
                 and whole <= budget
             ):
-                groups[-1] = replace(group, end=section.end)
+                groups[-1] = replace(group, end=section.end, parts=(*group.parts, section))
                 continue
         groups.append(section)
     return groups
@@ -672,6 +680,11 @@ def _chunks(
                 continue
             start, end = trimmed
             content = tidy(original[start:end], lines.text[start:end])
+            merged = tuple(
+                Subsection(part.start + 1, part.level, part.heading, part.heading_path)
+                for part in section.parts
+                if start < lines.offset(part.start) < end
+            )
             yield Chunk(
                 ordinal=ordinal,
                 heading=section.heading,
@@ -684,6 +697,7 @@ def _chunks(
                 byte_end=to_bytes(end),
                 line_start=lines.line_of(start) + 1,
                 line_end=lines.line_of(end - 1) + 1,
+                sections=merged,
             )
             ordinal += 1
 

@@ -211,13 +211,14 @@ class IndexConfig(_Strict):
         "each CJK character counting cjk_char_tokens)",
     )
     min_section_tokens: int = Field(
-        0,
+        32,
         ge=0,
         le=8192,
         description="a section with less text than this under its heading (a reference page's "
-        "one-line entries) joins the chunk before it, while they fit max_chunk_tokens; 32 "
-        "suits a vault with reference pages (docs/eval.md); 0 keeps every section its own "
-        "chunk (re-index with --rebuild after changing it)",
+        "one-line entries) joins the chunk before it, while they fit max_chunk_tokens, so it "
+        "no longer outranks the page it points to; a hit in it still names its own heading "
+        "(docs/eval.md); 0 keeps every section its own chunk (re-index with --rebuild after "
+        "changing it)",
     )
     cjk_char_tokens: float = Field(
         1.0,

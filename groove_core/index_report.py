@@ -2,8 +2,20 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from groove_core.config import IndexConfig
+
+#: Meta key: the settings the index's chunks were cut with (JSON), recorded by an index run
+#: that starts from an empty index; ``chunking_note`` compares a configuration with it.
+CHUNKING_KEY = "chunking"
+#: What an index upgraded to schema 7 records: cut by an earlier groove, whose chunks keep
+#: only their first heading and whose default merged no small section.
+EARLIER_CHUNKING = '{"earlier": true}'
 
 
 @dataclass(frozen=True)
@@ -52,6 +64,8 @@ class IndexReport:
     searchable_seconds: float = 0.0
     #: Chunks left without a vector (a vector pass stopped early): the next run embeds them.
     vectors_pending: int = 0
+    #: Whole-index remarks (chunks cut under other settings), not about one file.
+    notes: list[str] = field(default_factory=list)
 
     @property
     def chunks_per_second(self) -> float:
@@ -79,4 +93,44 @@ class IndexReport:
             "searchable_seconds": round(self.searchable_seconds, 3),
             "vectors_pending": self.vectors_pending,
             **({"copied": self.copied} if self.copied else {}),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
+
+
+def chunking_settings(index: IndexConfig) -> str:
+    """The settings that decide how files are cut into chunks, as the index records them."""
+    return json.dumps(
+        {
+            "max_chunk_tokens": index.max_chunk_tokens,
+            "min_section_tokens": index.min_section_tokens,
+            "cjk_char_tokens": index.cjk_char_tokens,
+        },
+        sort_keys=True,
+    )
+
+
+def chunking_note(recorded: str | None, index: IndexConfig) -> str | None:
+    """None when the index's chunks were cut as ``index`` cuts them (or nothing says how
+    they were), else what differs and the command that cuts every file again."""
+    try:
+        old = json.loads(recorded) if recorded else None
+    except ValueError:
+        return None
+    if not isinstance(old, dict):
+        return None
+    now = json.loads(chunking_settings(index))
+    if old.get("earlier"):
+        if not index.min_section_tokens:
+            return None
+        what = "by an earlier groove, before small sections were merged (min_section_tokens)"
+    else:
+        changed = [
+            f"{key} = {old[key]}" for key in sorted(now) if old.get(key, now[key]) != now[key]
+        ]
+        if not changed:
+            return None
+        what = "with " + ", ".join(changed) + " (the configuration says otherwise now)"
+    return (
+        f"the chunks were cut {what}: 'groove index --rebuild' cuts every file again; "
+        "until then only the files indexed again are cut the new way"
+    )

@@ -28,7 +28,14 @@ from groove_core.config import (
 )
 from groove_core.dialects import COMMONMARK, in_vault, markup_for
 from groove_core.embedding import Embedder
-from groove_core.index_report import IndexProgress, IndexReport, ProgressFn
+from groove_core.index_report import (
+    CHUNKING_KEY,
+    IndexProgress,
+    IndexReport,
+    ProgressFn,
+    chunking_note,
+    chunking_settings,
+)
 from groove_core.loaders import (
     MARKDOWN,
     LoadError,
@@ -155,6 +162,11 @@ class Indexer:
         self.store.sync_leg_indexes(self._fill_progress)
         self.store.begin_run()
         states = self.store.doc_states()
+        if not states:  # an empty index: cut as configured from here on
+            self.store.set_meta(CHUNKING_KEY, chunking_settings(self.config.index))
+        else:
+            note = chunking_note(self.store.get_meta(CHUNKING_KEY), self.config.index)
+            self.report.notes.extend([note] if note else [])
         index_file = index_path(self.kb, self.config)
         files = list(
             walk_kb(self.kb, self.config, index_file, self.report.skipped, loaders=self.loaders)

@@ -20,6 +20,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from groove_core.errors import GrooveError
+from groove_core.rows import heading_at
 
 if TYPE_CHECKING:
     from groove_core.app import Groove
@@ -333,10 +334,14 @@ def chunk_span(app: Groove, chunk_id: int, neighbours: int = 0) -> tuple[ChunkRo
 
 
 def heading_path_at(app: Groove, doc_id: int, line: int) -> tuple[str, ...]:
-    """The heading path of the chunk of document ``doc_id`` that holds ``line``."""
+    """The heading path of ``line`` in document ``doc_id``: its chunk's, or that of the
+    section merged into the chunk that holds it."""
     chunks = app.store.document_chunks(doc_id)
     holding = next((c for c in chunks if c.line_start <= line <= c.line_end), None)
-    return () if holding is None else holding.heading_path
+    if holding is None:
+        return ()
+    first = (holding.heading, holding.heading_path, holding.level)
+    return heading_at(first, holding.sections, line)[1]
 
 
 def check_range(first: int, last: int, total: int) -> tuple[int, int]:

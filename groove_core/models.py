@@ -6,8 +6,10 @@ what they were given, so a stage that passes leaves its input exactly as it was.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal, get_args
+
+from groove_core.rows import Subsection, heading_at
 
 #: What a candidate leg is, as its :class:`~groove_core.context.LegSpec` declares it: the
 #: fusion rules, ``low_confidence``, ``groove tune`` and ``eval --ablate`` read the kind,
@@ -136,6 +138,28 @@ class SearchHit:
     stale: bool = False
     # Per-leg ranks and raw scores, for --explain; not part of the JSON output.
     legs: dict[str, tuple[int, float]] = field(default_factory=dict, compare=False)
+    # The later sections of a merged chunk (``[index] min_section_tokens``): the hit is
+    # named after the one its matches fall in (``named_by_matches``); not in the JSON.
+    sections: tuple[Subsection, ...] = field(default=(), compare=False)
+
+    def named_by_matches(self) -> SearchHit:
+        """The hit with the heading, heading path and level of the section of its chunk
+        that holds most of its match spans (the first section on a tie, or without spans).
+        A hit whose content an expand stage replaced keeps its chunk's first heading."""
+        if not self.sections or not self.match_spans or self.expanded_from is not None:
+            return self
+        raw = self.content.encode("utf-8", "surrogatepass")
+        first = (self.heading, self.heading_path, self.level)
+        counts: dict[tuple[str, tuple[str, ...], int], int] = {}
+        for span in self.match_spans:
+            line = self.line_start + raw.count(b"\n", 0, span.start)
+            named = heading_at(first, self.sections, line)
+            counts[named] = counts.get(named, 0) + 1
+        best = max(counts.values())
+        heading, path, level = next(n for n, c in counts.items() if c == best)
+        if heading == self.heading and path == self.heading_path:
+            return self
+        return replace(self, heading=heading, heading_path=path, level=level)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {

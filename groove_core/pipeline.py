@@ -126,7 +126,7 @@ class Searcher:
         hits = plugins.rerank(ctx, self.pool(ctx, legs))
         hits = plugins.diversify(ctx, hits)[: ctx.limit]
         hits = plugins.expand(ctx, hits)
-        hits = plugins.highlight(ctx, hits)
+        hits = [hit.named_by_matches() for hit in plugins.highlight(ctx, hits)]
         warnings = tuple(w.message for w in ctx.query.warnings) + tuple(ctx.notes)
         unmatched = unmatched_filter(ctx)
         response = SearchResponse(
@@ -184,6 +184,7 @@ _FROM_ROW = (
     "byte_end",
     "token_count",
     "tags",
+    "sections",
 )
 
 

@@ -21,6 +21,17 @@ Weights: TypeAlias = tuple[float, float, float]
 
 
 @dataclass(frozen=True, slots=True)
+class Subsection:
+    """A section merged into the chunk of the section before it (``[index]
+    min_section_tokens``): its heading holds the chunk's lines from ``line`` (1-based) on."""
+
+    line: int
+    level: int
+    heading: str
+    heading_path: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkRow:
     """One chunk with the fields of its document (``chunk_rows``)."""
 
@@ -40,6 +51,7 @@ class ChunkRow:
     byte_end: int
     ordinal: int  # the chunk's position in its document, from 0
     context: str  # the text the chunk was embedded with besides its content
+    sections: tuple[Subsection, ...] = ()  # the later sections of a merged chunk
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +69,40 @@ class DocumentChunkRow:
     line_end: int
     byte_start: int
     byte_end: int
+    sections: tuple[Subsection, ...] = ()
+
+
+def heading_at(
+    first: tuple[str, tuple[str, ...], int], sections: Sequence[Subsection], line: int
+) -> tuple[str, tuple[str, ...], int]:
+    """(heading, heading path, level) of ``line`` in a chunk whose first lines are under
+    ``first`` and whose later ones under its ``sections`` (in line order)."""
+    found = first
+    for section in sections:
+        if section.line > line:
+            break
+        found = (section.heading, section.heading_path, section.level)
+    return found
+
+
+def sections_text(sections: Sequence[Subsection]) -> str:
+    """The ``sections`` column as the stores keep it: JSON text, empty for a chunk of one
+    section (nearly all of them)."""
+    if not sections:
+        return ""
+    return json.dumps(
+        [[s.line, s.level, s.heading, list(s.heading_path)] for s in sections],
+        ensure_ascii=False,
+    )
+
+
+def _sections(text: str | None) -> tuple[Subsection, ...]:
+    if not text:
+        return ()
+    return tuple(
+        Subsection(int(line), int(level), str(heading), tuple(str(p) for p in path))
+        for line, level, heading, path in json.loads(text)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +166,8 @@ def _strings(text: str) -> tuple[str, ...]:
 def chunk_row(r: Sequence[Any]) -> ChunkRow:
     """A :class:`ChunkRow` from the columns a store selects in this order: chunk id, doc id,
     path, title, tags, heading, heading_path, level, content, token_count, line_start,
-    line_end, byte_start, byte_end, ordinal, context (tags and heading_path JSON text)."""
+    line_end, byte_start, byte_end, ordinal, context, sections (tags, heading_path and
+    sections JSON text)."""
     return ChunkRow(
         chunk_id=int(r[0]),
         doc_id=int(r[1]),
@@ -138,12 +185,13 @@ def chunk_row(r: Sequence[Any]) -> ChunkRow:
         byte_end=int(r[13]),
         ordinal=int(r[14]),
         context=str(r[15]),
+        sections=_sections(r[16]),
     )
 
 
 def document_chunk_row(r: Sequence[Any]) -> DocumentChunkRow:
     """A :class:`DocumentChunkRow` from: chunk id, ordinal, heading, heading_path, level,
-    content, token_count, line_start, line_end, byte_start, byte_end."""
+    content, token_count, line_start, line_end, byte_start, byte_end, sections."""
     return DocumentChunkRow(
         chunk_id=int(r[0]),
         ordinal=int(r[1]),
@@ -156,4 +204,5 @@ def document_chunk_row(r: Sequence[Any]) -> DocumentChunkRow:
         line_end=int(r[8]),
         byte_start=int(r[9]),
         byte_end=int(r[10]),
+        sections=_sections(r[11]),
     )

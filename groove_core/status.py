@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groove_core.embedding import EmbedderError
+from groove_core.index_report import CHUNKING_KEY, chunking_note
 from groove_core.kb_files import changes_on_disk, iso_time
 
 if TYPE_CHECKING:
@@ -63,6 +64,7 @@ def _empty(app: Groove) -> dict[str, Any]:
         "incomplete_note": None,
         "vectors_pending": 0,
         "semantic_note": None,
+        "chunking_note": None,
     }
 
 
@@ -82,6 +84,8 @@ def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
         # Chunks searchable by their words only until an index run embeds them (ADR-0015).
         "vectors_pending": pending,
         "semantic_note": semantic_note(pending, counts["chunks"]) if pending else None,
+        # Chunks cut under other settings than the configuration's (an upgrade, an edit).
+        "chunking_note": chunking_note(store.get_meta(CHUNKING_KEY), app.config.index),
     }
 
 

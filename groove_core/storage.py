@@ -239,6 +239,10 @@ class IndexStore(SearchStore, Protocol):
         """A value the index keeps about itself (``incomplete_since``, ``last_indexed``)."""
         ...
 
+    def set_meta(self, key: str, value: str) -> None:
+        """Keep ``value`` under ``key`` (committed on return)."""
+        ...
+
     def embedder_identity(self) -> tuple[str, int] | None:
         """The embedder the vectors came from and their dimension, or None before any."""
         ...

@@ -110,6 +110,7 @@ _FROM_ROW = (
     "byte_end",
     "line_start",
     "line_end",
+    "sections",
 )
 
 

@@ -134,6 +134,7 @@ def to_schema_3(index: Path) -> None:
             (chunk_id, heading, context, content),
         )
         word_table.insert_row(conn, chunk_id, heading, context, content)
+    conn.execute("ALTER TABLE chunks DROP COLUMN sections")  # schema 7's
     conn.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
     conn.execute("DELETE FROM meta WHERE key = ? OR key LIKE 'leg_index:%'", (VECTORS_VERSION_KEY,))
     conn.execute("COMMIT")

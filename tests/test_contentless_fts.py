@@ -136,7 +136,7 @@ def test_schema_3_index_migrates_in_place_and_reads_the_same(tmp_path: Path) -> 
     assert "fts_chunks_content" in _tables(index)
 
     store = Store.open(index)  # a search opens it: the migration runs there
-    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "6"  # 3 -> 4 -> 5 -> 6
+    assert store.get_meta("schema_version") == str(SCHEMA_VERSION) == "7"  # 3 -> ... -> 7
     assert _lexical_state(store.conn) == before
     assert check_consistency(store).ok
     assert store.get_meta(VECTORS_VERSION_KEY)

@@ -11,7 +11,7 @@ from click.testing import CliRunner, Result
 
 from groove_core.cli import build_cli
 from groove_core.cli.get import Target, parse_target
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import SECTION_CHUNKS, make_kb, open_kb
 
 DOC = (
     "# Handbook\n"  # 1
@@ -30,7 +30,8 @@ DOC = (
 
 @pytest.fixture
 def kb(tmp_path: Path) -> Path:
-    root = make_kb(tmp_path / "kb", {"ops/handbook.md": DOC, "a.md": "# A\n\nalpha\n"})
+    files = {"ops/handbook.md": DOC, "a.md": "# A\n\nalpha\n"}
+    root = make_kb(tmp_path / "kb", files, config=SECTION_CHUNKS)  # a chunk per section
     open_kb(root).close()
     return root
 

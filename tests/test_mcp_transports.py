@@ -51,6 +51,11 @@ def _rpc(id_: int | None, method: str, params: dict[str, Any]) -> dict[str, Any]
 
 
 def test_stdout_carries_only_protocol_messages_and_logs_go_to_stderr(notes_kb: Path) -> None:
+    # Enough text that ten hits overflow the smallest budget.
+    long = "".join(
+        f"## 書き方 {i}\n\n" + "ノートの書き方を一つずつ見ていく。" * 12 + "\n\n" for i in range(8)
+    )
+    (notes_kb / "notes" / "steps.md").write_text("# 手順\n\n" + long, encoding="utf-8")
     open_kb(notes_kb)
     init = {
         "protocolVersion": "2025-06-18",

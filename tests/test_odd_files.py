@@ -157,7 +157,7 @@ def test_search_and_get_document_refuse_the_same_links(tmp_path: Path) -> None:
 
 
 def test_a_file_over_the_chunk_cap_is_skipped_with_the_reason(tmp_path: Path) -> None:
-    config = FAST_CONFIG + "[index]\nmax_chunks_per_file = 5\n"
+    config = FAST_CONFIG + "[index]\nmax_chunks_per_file = 5\nmin_section_tokens = 0\n"
     many = "".join(f"# Part {i}\n\ntext {i}\n\n" for i in range(6))
     kb = make_kb(tmp_path / "kb", {"many.md": many, "few.md": "# A\n\none\n"}, config=config)
     report = Groove.open(kb).index()
@@ -188,7 +188,7 @@ def test_a_flood_of_headings_is_refused_in_bounded_time_and_memory(tmp_path: Pat
         (
             "".join(f"# S{i}\n\nswordfish {i}\n\n" for i in range(9)).encode(),
             "max_chunks_per_file",
-            "max_chunks_per_file = 8\n",
+            "max_chunks_per_file = 8\nmin_section_tokens = 0\n",
         ),
     ],
     ids=["invalid-utf8", "nul", "over-size-cap", "over-chunk-cap"],

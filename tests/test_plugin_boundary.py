@@ -17,7 +17,7 @@ from groove_core.hookspecs import hookimpl
 from groove_core.models import SearchHit
 from groove_core.plugins import list_plugins, make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+from groove_core.testing import FAST_CONFIG, SECTION_CHUNKS, make_kb, open_kb
 
 CORE = Path(__file__).resolve().parents[1] / "groove_core"
 
@@ -109,7 +109,7 @@ NOTES = {
 
 
 def _app(tmp_path: Path, extra: str = "", plugin: object | None = None):  # type: ignore[no-untyped-def]
-    kb = make_kb(tmp_path / "kb", NOTES, config=FAST_CONFIG + extra)
+    kb = make_kb(tmp_path / "kb", NOTES, config=SECTION_CHUNKS + extra)  # kettle: 3 chunks
     return open_kb(kb, extra_plugins=[("dedupe", plugin or Dedupe())], entry_points=False)
 
 

@@ -97,7 +97,7 @@ def test_the_old_index_serves_through_a_failed_reembed_and_stays(tmp_path: Path)
     before = old.search("rust ownership").results
     (kb / "groove.toml").write_text('[embedder]\nname = "hashing-32"\nbatch_size = 2\n')
     with pytest.raises(EmbedderError):
-        _app(kb, _Embedders(budget=2)).index(reembed=True)  # fails part-way
+        _app(kb, _Embedders(budget=1)).index(reembed=True)  # fails part-way
     assert old.search("rust ownership").results == before
     store = Store.open(old.index_file)
     assert store.embedder_identity() == ("hashing-trigram:64", 64)

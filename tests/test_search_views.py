@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from groove_core.cli import build_cli
-from groove_core.testing import make_kb, open_kb
+from groove_core.testing import SECTION_CHUNKS, make_kb, open_kb
 
 LONG = " ".join(f"Deploy step {i} copies the release bundle to host group {i}." for i in range(10))
 FILES = {
@@ -24,7 +24,7 @@ FILES = {
 
 @pytest.fixture
 def kb(tmp_path: Path) -> Path:
-    root = make_kb(tmp_path / "kb", FILES)
+    root = make_kb(tmp_path / "kb", FILES, config=SECTION_CHUNKS)  # several hits a file
     open_kb(root).close()
     return root
 

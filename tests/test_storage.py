@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links
+from groove_core.rows import ChunkRow, DocumentChunkRow, DocumentRow, Links, Subsection
 from groove_core.sqlite import word_table
 from groove_core.sqlite.store import Store
 from groove_core.storage import SearchStore
@@ -53,13 +53,16 @@ def test_rows_are_frozen_and_typed(tmp_path: Path) -> None:
     docs = app.store.documents()
     assert [type(d) for d in docs] == [DocumentRow, DocumentRow]
     a = docs[0]
-    assert (a.path, a.title, a.tags, a.chunks) == ("a.md", "Alpha", ("x",), 2)
+    # The one-line "Detail" section is merged into Alpha's chunk, its heading kept.
+    assert (a.path, a.title, a.tags, a.chunks) == ("a.md", "Alpha", ("x",), 1)
     chunks = app.store.document_chunks(a.doc_id)
-    assert [type(c) for c in chunks] == [DocumentChunkRow, DocumentChunkRow]
-    assert [c.heading_path for c in chunks] == [("Alpha",), ("Alpha", "Detail")]
+    assert [type(c) for c in chunks] == [DocumentChunkRow]
+    assert [c.heading_path for c in chunks] == [("Alpha",)]
+    detail = Subsection(line=8, level=2, heading="Detail", heading_path=("Alpha", "Detail"))
+    assert chunks[0].sections == (detail,)
     rows = app.store.chunk_rows([c.chunk_id for c in chunks])
     assert all(isinstance(r, ChunkRow) and r.path == "a.md" for r in rows.values())
-    assert rows[chunks[1].chunk_id].heading_path == chunks[1].heading_path
+    assert rows[chunks[0].chunk_id].sections == (detail,)
     found = app.store.links_of("a.md", 10)
     assert isinstance(found, Links)
     assert found.to_json()["outgoing"] == [

@@ -1,6 +1,8 @@
 """One-line reference sections against the pages they point to (issue #44): with ``[index]
-min_section_tokens = 32`` the chunker merges a section with less text than that into the
-chunk before it, so a heading and a line no longer outrank the page it points to."""
+min_section_tokens = 32`` (the default) the chunker merges a section with less text than
+that into the chunk before it, so a heading and a line no longer outrank the page it points
+to; the merged chunk keeps each section's heading, so a hit in it and ``get`` of its lines
+still name their own section."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from groove_core.chunking import parse_markdown
-from groove_core.testing.kb import FAST_CONFIG, make_kb, open_kb
+from groove_core.testing.kb import FAST_CONFIG, SECTION_CHUNKS, make_kb, open_kb
 
 #: A CLI reference page: dozens of one-line sections in a real vault, a few here.
 REFERENCE = "# CLI reference\n\nEvery command of the command line.\n\n" + "".join(
@@ -36,6 +38,52 @@ def test_small_sections_merge_into_the_chunk_before_them() -> None:
     assert chunk.heading == "CLI reference" and chunk.level == 1
     assert "## Tags" in chunk.content and "Commands for Seeds." in chunk.content
     assert REFERENCE.encode()[chunk.byte_start : chunk.byte_end].decode() == chunk.content
+    lines = REFERENCE.splitlines()
+    assert [(s.line, s.level, s.heading) for s in chunk.sections][:2] == [
+        (5, 2, "Tags"),
+        (9, 2, "Sync"),
+    ]
+    assert all(lines[s.line - 1] == f"## {s.heading}" for s in chunk.sections)
+    assert chunk.sections[-1].heading_path == ("CLI reference", "Seeds")
+    assert not any(c.sections for c in plain.chunks)
+
+
+def test_a_deeper_merged_section_keeps_its_whole_heading_path() -> None:
+    text = "# Top\n\n## A\n\nOne line.\n\n### A1\n\nTwo.\n\n## B\n\nThree.\n"
+    (chunk,) = parse_markdown(text, fallback_title="x", min_section_tokens=16).chunks
+    assert chunk.heading_path == ("Top", "A")  # an empty "# Top" is no chunk of its own
+    assert [(s.heading, s.heading_path) for s in chunk.sections] == [
+        ("A1", ("Top", "A", "A1")),
+        ("B", ("Top", "B")),
+    ]
+
+
+def test_a_hit_and_a_line_range_in_a_merged_chunk_name_their_own_section(
+    tmp_path: Path,
+) -> None:
+    from click.testing import CliRunner
+
+    from groove_core.cli.main import build_cli
+
+    kb = make_kb(tmp_path / "kb", {"cli.md": REFERENCE})
+    app = open_kb(kb)
+    try:
+        (hit,) = app.search("publish", limit=1).results
+        assert (hit.heading, hit.heading_path, hit.level) == (
+            "Publish",
+            ("CLI reference", "Publish"),
+            2,
+        )
+        assert (hit.line_start, hit.line_end) == (1, 35)  # the whole merged chunk
+        (intro,) = app.search("every command", limit=1).results
+        assert intro.heading_path == ("CLI reference",)
+        # a match in two sections, one each: the first of them names the hit
+        (both,) = app.search("vaults notes", limit=1).results
+        assert both.heading == "Vaults"
+    finally:
+        app.close()
+    out = CliRunner().invoke(build_cli(None), ["get", "cli.md:9-11", "--kb", str(kb)]).output
+    assert out.splitlines()[0] == "cli.md:9-11  CLI reference > Sync"
 
 
 def test_the_merge_keeps_the_token_budget_and_the_heading_levels() -> None:
@@ -64,11 +112,42 @@ def _first(tmp_path: Path, extra: str, query: str) -> str:
 @pytest.mark.parametrize(
     ("extra", "expected"),
     [
-        ("", "cli.md"),  # the default: each section its own chunk, and the stub wins
-        ("[index]\nmin_section_tokens = 32\n", "tags.md"),  # merged into its page
+        ("[index]\nmin_section_tokens = 0\n", "cli.md"),  # each section a chunk: the stub wins
+        ("", "tags.md"),  # the default: merged into its page
     ],
 )
 def test_the_feature_page_comes_before_a_reference_stub(
     tmp_path: Path, extra: str, expected: str
 ) -> None:
     assert _first(tmp_path, extra, "tags") == expected
+
+
+def test_chunks_cut_under_other_settings_are_pointed_out_until_a_rebuild(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from groove_core.cli.main import build_cli
+    from groove_core.sqlite.store import Store
+    from tests.helpers import to_schema_3
+
+    kb = make_kb(tmp_path / "kb", {"cli.md": REFERENCE}, config=SECTION_CHUNKS)
+    cli = build_cli(None)
+
+    def run(*args: str) -> str:
+        result = CliRunner().invoke(
+            cli, [*args, "--kb", str(kb)] if args[0] != "index" else [*args, str(kb)]
+        )
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    assert "note:" not in run("index")
+    assert "chunking:" not in run("status")
+    (kb / "groove.toml").write_text(FAST_CONFIG, encoding="utf-8")  # the default: merged
+    said = "the chunks were cut with min_section_tokens = 0"
+    assert said in run("index") and "'groove index --rebuild'" in run("index")
+    assert said in run("status")
+    assert "note:" not in run("index", "--rebuild")
+    assert "chunking:" not in run("status")
+    # An index from before merged chunks kept their headings says so after its upgrade.
+    to_schema_3(kb / ".groove" / "index.sqlite")
+    Store.open(kb / ".groove" / "index.sqlite").close()
+    assert "by an earlier groove" in run("status")

@@ -18,7 +18,8 @@ from groove_core.sqlite.store import Store
 from groove_core.testing import make_kb
 from groove_core.vector_pass import ZERO_VECTOR
 
-CONFIG = '[embedder]\nname = "odd"\nbatch_size = 2\n'
+# A chunk per section: the checks spoil notes/rust.md's second one (its Ownership section).
+CONFIG = '[embedder]\nname = "odd"\nbatch_size = 2\n[index]\nmin_section_tokens = 0\n'
 Spoil = Callable[[Sequence[str], np.ndarray], np.ndarray]
 
 

@@ -110,6 +110,8 @@ def index_cmd(
         click.echo(f"skipped {printable(path)}: {printable(reason)}", err=True)
     for path, warning in report.warnings:
         click.echo(f"warning {printable(path)}: {printable(warning)}", err=True)
+    for note in report.notes:
+        click.echo(f"note: {printable(note)}", err=True)
     click.echo(_summary(report))
 
 

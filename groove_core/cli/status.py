@@ -78,6 +78,8 @@ def human_lines(status: dict[str, Any]) -> list[str]:
         lines.append(f"vectors:        {printable(status['semantic_note'])}")
     elif status["indexed"]:
         lines.append("vectors:        every chunk embedded")
+    if status["chunking_note"]:
+        lines.append(f"chunking:       {printable(status['chunking_note'])}")
     return lines
 
 

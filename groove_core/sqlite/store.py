@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from groove_core.builtins.legs import word_version
+from groove_core.index_report import CHUNKING_KEY, EARLIER_CHUNKING
 from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.rows import (
     Allowed,
@@ -37,6 +38,7 @@ from groove_core.rows import (
     Ranked,
     chunk_row,
     document_chunk_row,
+    sections_text,
 )
 from groove_core.sqlite import link_table
 from groove_core.sqlite.lexical_legs import DEFAULT_INDEXES
@@ -55,7 +57,7 @@ from groove_core.storage import (
 if TYPE_CHECKING:
     from groove_core.chunking import Chunk
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Chunks written without a vector yet (ADR-0015): ``groove index`` writes every changed
 #: file's chunks and lexical rows first, then embeds these in batches. A chunk either has
@@ -99,7 +101,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     byte_start INTEGER NOT NULL,
     byte_end INTEGER NOT NULL,
     line_start INTEGER NOT NULL,
-    line_end INTEGER NOT NULL
+    line_end INTEGER NOT NULL,
+    sections TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS chunks_doc ON chunks(doc_id, ordinal);
 """
@@ -1014,8 +1017,8 @@ class Store:
     def _insert_chunk(self, doc_id: int, chunk: Chunk, vector: np.ndarray | None) -> int:
         cur = self.conn.execute(
             "INSERT INTO chunks(doc_id, ordinal, heading, heading_path, level, context, "
-            "content, token_count, byte_start, byte_end, line_start, line_end) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "content, token_count, byte_start, byte_end, line_start, line_end, sections) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 doc_id,
                 chunk.ordinal,
@@ -1029,6 +1032,7 @@ class Store:
                 chunk.byte_end,
                 chunk.line_start,
                 chunk.line_end,
+                sections_text(chunk.sections),
             ),
         )
         chunk_id = int(cur.lastrowid)
@@ -1164,7 +1168,8 @@ class Store:
         rows = self.conn.execute(
             "SELECT c.id, c.doc_id, d.path, d.title, d.tags, c.heading, c.heading_path, "
             "c.level, c.content, c.token_count, c.line_start, c.line_end, c.byte_start, "
-            "c.byte_end, c.ordinal, c.context FROM chunks c JOIN documents d ON d.id = c.doc_id "
+            "c.byte_end, c.ordinal, c.context, c.sections "
+            "FROM chunks c JOIN documents d ON d.id = c.doc_id "
             "WHERE c.id IN (SELECT value FROM json_each(?))",
             (json.dumps(list(chunk_ids)),),
         )
@@ -1174,7 +1179,7 @@ class Store:
         """All chunks of one document in order (for expansion stages)."""
         rows = self.conn.execute(
             "SELECT id, ordinal, heading, heading_path, level, content, token_count, "
-            "line_start, line_end, byte_start, byte_end FROM chunks WHERE doc_id = ? "
+            "line_start, line_end, byte_start, byte_end, sections FROM chunks WHERE doc_id = ? "
             "ORDER BY ordinal",
             (doc_id,),
         )
@@ -1436,6 +1441,17 @@ def repair_rows(store: Store, found: Consistency) -> list[str]:
     return sorted(paths)
 
 
+def migrate_add_sections(conn: Any) -> None:
+    """Schema 6 → 7: the headings of the sections merged into a chunk (empty for the
+    chunks already written, which were never merged unless ``min_section_tokens`` was set:
+    those keep naming their first heading until the file is indexed again)."""
+    columns = {str(r[1]) for r in conn.execute("PRAGMA table_info(chunks)")}
+    if "sections" not in columns:  # an index made by this schema's text and marked older
+        conn.execute("ALTER TABLE chunks ADD COLUMN sections TEXT NOT NULL DEFAULT ''")
+    if conn.execute("SELECT 1 FROM chunks LIMIT 1").fetchone():
+        _set_meta(conn, CHUNKING_KEY, EARLIER_CHUNKING)
+
+
 def _no_step(conn: Any) -> None:
     """Schema 1 → 2 added the word table; schema 6 creates it as a leg index."""
 
@@ -1452,4 +1468,6 @@ MIGRATIONS: dict[int, Callable[[Any], None]] = {
     4: migrate_add_pending_vectors,
     # 5 -> 6: the lexical tables become the built-in legs' indexes (ADR-0020).
     5: migrate_leg_indexes,
+    # 6 -> 7: merged chunks keep each section's heading.
+    6: migrate_add_sections,
 }

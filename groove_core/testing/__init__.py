@@ -20,9 +20,11 @@ contracts), :mod:`~groove_core.testing.backend` (the storage-backend contract),
 from groove_core.testing.backend import BILINGUAL, BackendContract
 from groove_core.testing.cost import HEAVY_MODULES, cost_ratio, heavy_imports
 from groove_core.testing.kb import (
+    EVERY_SECTION,
     FAST_CONFIG,
     SAMPLE_NOTES,
     SAMPLE_QUERIES,
+    SECTION_CHUNKS,
     candidate_pool,
     installed_plugin,
     make_kb,
@@ -47,10 +49,12 @@ from groove_core.testing.stages import (
 
 __all__ = [
     "BILINGUAL",
+    "EVERY_SECTION",
     "FAST_CONFIG",
     "HEAVY_MODULES",
     "SAMPLE_NOTES",
     "SAMPLE_QUERIES",
+    "SECTION_CHUNKS",
     "BackendContract",
     "KillRounds",
     "WatchedEmbedder",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from groove_core.app import Groove
+from groove_core.rows import Subsection
 from groove_core.storage import StoreError
 from groove_core.testing.kb import make_kb, open_kb
 
@@ -215,6 +216,21 @@ class BackendContract:
         assert store.file_states(["nowhere.md"]) == {}
         assert store.incomplete() is None
         assert store.counts()["documents"] == len(BILINGUAL)
+
+    def test_merged_sections_keep_their_headings(self, request: Any, tmp_path: Path) -> None:
+        text = "# Guide\n\nIntro text.\n\n## Sync\n\nSync notes.\n\n### Cost\n\nFree.\n"
+        app = open_kb(self.kb(request, tmp_path / "kb", {"guide.md": text}))
+        store = app.store
+        (doc,) = store.documents()
+        (chunk,) = store.document_chunks(doc.doc_id)
+        expected = (
+            Subsection(5, 2, "Sync", ("Guide", "Sync")),
+            Subsection(9, 3, "Cost", ("Guide", "Sync", "Cost")),
+        )
+        assert chunk.sections == expected
+        assert store.chunk_rows([chunk.chunk_id])[chunk.chunk_id].sections == expected
+        (hit,) = app.search("free", limit=1).results
+        assert hit.heading_path == ("Guide", "Sync", "Cost")
 
     def test_documents_are_listed_a_page_at_a_time(self, request: Any, tmp_path: Path) -> None:
         files = {"b.md": "# B\n\nb\n", "a.md": "# A\n\na\n", "Z.md": "# Z\n\nz\n",

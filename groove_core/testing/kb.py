@@ -15,6 +15,11 @@ if TYPE_CHECKING:
 
 
 FAST_CONFIG = '[embedder]\nname = "hashing"\n'
+#: Every section a chunk of its own (small ones are merged by default): for checks about
+#: chunks and their neighbours on fixtures of one-line sections. Appended to a config.
+EVERY_SECTION = "[index]\nmin_section_tokens = 0\n"
+#: FAST_CONFIG with EVERY_SECTION.
+SECTION_CHUNKS = FAST_CONFIG + EVERY_SECTION
 
 #: A small mixed-language KB for contract checks.
 SAMPLE_NOTES: dict[str, str] = {

@@ -17,7 +17,7 @@ from groove_core.app import Groove
 from groove_core.cli import build_cli
 from groove_core.embedding import EmbedderError, HashingEmbedder
 from groove_core.sqlite.store import Store, check_consistency
-from groove_core.testing import SAMPLE_NOTES, make_kb
+from groove_core.testing import EVERY_SECTION, SAMPLE_NOTES, make_kb
 
 MODEL = "hash-64"
 
@@ -201,6 +201,7 @@ def test_server_down_mid_index_then_a_resumed_run_equals_a_clean_build(
 ) -> None:
     notes = many_notes(12)  # 36 chunks; 4 per index write, 2 per request
     config = http_config(server.url + "/v1", batch=4, batch_size=2, concurrency=2, dimensions=64)
+    config += EVERY_SECTION  # three chunks a note
     clean = make_kb(tmp_path / "clean", notes, config=config)
     _open(clean).index()
 

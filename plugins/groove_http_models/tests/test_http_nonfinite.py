@@ -13,7 +13,7 @@ from groove_http_models.testing import ModelServer, http_config
 
 from groove_core.cli import build_cli
 from groove_core.embedding import HashingEmbedder
-from groove_core.testing import make_kb
+from groove_core.testing import EVERY_SECTION, make_kb
 
 
 class _Sometimes:
@@ -43,7 +43,9 @@ def test_a_server_answering_nan_fails_the_run_in_one_line_and_search_keeps_worki
     model = _Sometimes()
     with ModelServer({"hash-64": model}) as server:
         kb = make_kb(
-            tmp_path / "kb", config=http_config(server.url + "/v1", batch=2, dimensions=64)
+            tmp_path / "kb",
+            # a chunk per section: the spoiled text is notes/rust.md's second chunk
+            config=http_config(server.url + "/v1", batch=2, dimensions=64) + EVERY_SECTION,
         )
         code, output = _groove("index", str(kb), "--quiet")
         assert code != 0

@@ -16,7 +16,7 @@ from groove_core.cli import build_cli
 from groove_core.config import parse_config
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
+from groove_core.testing import SECTION_CHUNKS, installed_plugin, make_kb, open_kb
 
 QUERY = "cache invalidation"
 
@@ -37,7 +37,7 @@ FILES = {
 
 
 def _kb(tmp_path: Path, mmr: str = "") -> Path:
-    config = FAST_CONFIG + (f"[search.mmr]\n{mmr}\n" if mmr else "")
+    config = SECTION_CHUNKS + (f"[search.mmr]\n{mmr}\n" if mmr else "")
     return make_kb(tmp_path / "kb", FILES, config=config)
 
 
@@ -163,7 +163,7 @@ def test_cli_flags_switch_mmr_per_query(tmp_path: Path) -> None:
 def test_enabling_mmr_while_the_plugin_is_disabled_names_the_package(tmp_path: Path) -> None:
     kb = _kb(tmp_path)
     (kb / "groove.toml").write_text(
-        FAST_CONFIG + '[plugins]\ndisabled = ["mmr"]\n[search.mmr]\nenabled = true\n'
+        SECTION_CHUNKS + '[plugins]\ndisabled = ["mmr"]\n[search.mmr]\nenabled = true\n'
     )
     result = _cli(kb, "search", QUERY)
     assert result.exit_code == 1

@@ -18,7 +18,7 @@ from groove_core.models import SearchHit
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
 from groove_core.sqlite.store import connect
-from groove_core.testing import FAST_CONFIG, installed_plugin, make_kb, open_kb
+from groove_core.testing import SECTION_CHUNKS, installed_plugin, make_kb, open_kb
 
 
 def _section(name: str, topic: str) -> str:
@@ -42,7 +42,7 @@ FILES = {
 
 
 def _kb(tmp_path: Path, parent: str = "") -> Path:
-    config = FAST_CONFIG + (f"[search.parent_retriever]\n{parent}\n" if parent else "")
+    config = SECTION_CHUNKS + (f"[search.parent_retriever]\n{parent}\n" if parent else "")
     return make_kb(tmp_path / "kb", FILES, config=config)
 
 
@@ -190,7 +190,7 @@ def test_cli_flags_switch_expansion_per_query(tmp_path: Path) -> None:
 def test_enabling_parent_while_the_plugin_is_disabled_names_the_package(tmp_path: Path) -> None:
     kb = _kb(tmp_path)
     (kb / "groove.toml").write_text(
-        FAST_CONFIG
+        SECTION_CHUNKS
         + '[plugins]\ndisabled = ["parent"]\n[search.parent_retriever]\nenabled = true\n'
     )
     result = _cli(kb, "search", "kettle")

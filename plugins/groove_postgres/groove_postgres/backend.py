@@ -316,8 +316,8 @@ class PostgresBackend:
         s = self.db.s
         chunk_columns = (
             "ordinal, heading, heading_path, level, context, content, token_count, byte_start, "
-            "byte_end, line_start, line_end, heading_n, context_n, content_n, ntok, heading_w, "
-            "context_w, content_w, wterms, wtok"
+            "byte_end, line_start, line_end, sections, heading_n, context_n, content_n, ntok, "
+            "heading_w, context_w, content_w, wterms, wtok"
         )
         with self._write("copying") as conn:
             conn.execute(

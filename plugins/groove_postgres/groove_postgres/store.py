@@ -61,6 +61,7 @@ from groove_core.rows import (
     Ranked,
     chunk_row,
     document_chunk_row,
+    sections_text,
 )
 from groove_core.storage import (
     INCOMPLETE_KEY,
@@ -207,6 +208,7 @@ def _schema_sql(s: str, toast_target: int = 8160) -> list[str]:
             byte_end bigint NOT NULL,
             line_start integer NOT NULL,
             line_end integer NOT NULL,
+            sections text NOT NULL DEFAULT '',
             heading_n text NOT NULL,
             context_n text NOT NULL,
             content_n text NOT NULL,
@@ -456,7 +458,8 @@ class Database:
     def _add_tables(self, conn: psycopg.Connection[Any]) -> None:
         """Create the tables and indexes a schema of this version made by an earlier
         groove-postgres lacks (``word_tf``, ``surface_terms``: each KB fills its own on
-        open, ``check_word_rules``; ``documents_by_path``)."""
+        open, ``check_word_rules``; ``documents_by_path``) and the chunks' ``sections``
+        column (empty in chunks written before it: their first heading names them)."""
         missing = [
             sql
             for table, sql in (
@@ -466,6 +469,18 @@ class Database:
             )
             if conn.execute("SELECT to_regclass(%s)", (f"{self.s}.{table}",)).fetchone() == (None,)
         ]
+        has_sections = conn.execute(
+            "SELECT 1 FROM information_schema.columns WHERE table_schema = %s "
+            "AND table_name = 'chunks' AND column_name = 'sections'",
+            (self.s,),
+        ).fetchone()
+        if has_sections is None:
+            missing.append(
+                [
+                    f"ALTER TABLE {self.s}.chunks ADD COLUMN IF NOT EXISTS sections text "
+                    "NOT NULL DEFAULT ''"
+                ]
+            )
         if not missing:
             return
         conn.execute("SELECT pg_advisory_xact_lock(%s, 0)", (LOCK_SCHEMA,))
@@ -1596,6 +1611,7 @@ class PostgresStore:
             chunk.byte_end,
             chunk.line_start,
             chunk.line_end,
+            _pg_text(sections_text(chunk.sections)),
             *folded,
             ntok,
             *(wordleg.padded(column) for column in tokens),
@@ -1900,7 +1916,7 @@ class PostgresStore:
             rows = conn.execute(
                 "SELECT c.id, c.doc_id, d.path, d.title, d.tags, c.heading, c.heading_path, "
                 "c.level, c.content, c.token_count, c.line_start, c.line_end, c.byte_start, "
-                f"c.byte_end, c.ordinal, c.context FROM {self._s}.chunks c "
+                f"c.byte_end, c.ordinal, c.context, c.sections FROM {self._s}.chunks c "
                 f"JOIN {self._s}.documents d ON d.id = c.doc_id "
                 "WHERE c.kb = %s AND c.id = ANY(%s)",
                 (self.kb_id, list(chunk_ids)),
@@ -1911,7 +1927,7 @@ class PostgresStore:
         with self._conn() as conn:
             rows = conn.execute(
                 "SELECT id, ordinal, heading, heading_path, level, content, token_count, "
-                f"line_start, line_end, byte_start, byte_end FROM {self._s}.chunks "
+                f"line_start, line_end, byte_start, byte_end, sections FROM {self._s}.chunks "
                 "WHERE kb = %s AND doc_id = %s ORDER BY ordinal",
                 (self.kb_id, doc_id),
             ).fetchall()
@@ -2080,6 +2096,7 @@ _CHUNK_COLUMNS = (
     ("byte_end", "int8"),
     ("line_start", "int4"),
     ("line_end", "int4"),
+    ("sections", "text"),
     ("heading_n", "text"),
     ("context_n", "text"),
     ("content_n", "text"),

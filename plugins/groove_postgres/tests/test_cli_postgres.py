@@ -209,7 +209,7 @@ def test_serve_over_stdio_and_http(tmp_path: Path, postgres_dsn: str) -> None:
         wait_until_listening(proc, port)
         search, status, doc = _mcp(f"http://127.0.0.1:{port}/mcp")
         assert search.structured_content["results"][0]["path"] == "notes/ja.md"
-        assert status.structured_content["chunks"] > 7
+        assert status.structured_content["chunks"] >= 7  # one-line sections merged
     finally:
         proc.terminate()
         proc.wait(timeout=30)

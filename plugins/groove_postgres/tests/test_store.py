@@ -863,3 +863,22 @@ def test_a_schema_without_the_documents_path_index_gets_it_on_open(postgres_dsn:
         assert reopened.documents(after=every[0].path, limit=2) == every[1:3]
     finally:
         reopened.close()
+
+
+def test_a_database_without_the_sections_column_gains_it_on_open(postgres_dsn: str) -> None:
+    """A groove-postgres before merged chunks kept their headings made no ``sections``
+    column: opening a KB adds it (empty for the chunks already there), and writes use it."""
+    store = open_store(postgres_dsn, kb="old")
+    try:
+        store.write_documents(CORPUS, vectors_for(CORPUS))
+        with store.transaction() as conn:
+            conn.execute("ALTER TABLE groove.chunks DROP COLUMN sections")
+    finally:
+        store.close()
+    reopened = open_store(postgres_dsn, kb="old")
+    try:
+        ids = sorted(reopened.chunk_ids_for_docs(s.id for s in reopened.doc_states().values()))
+        rows = reopened.chunk_rows(ids)
+        assert rows and all(r.sections == () for r in rows.values())
+    finally:
+        reopened.close()

@@ -16,19 +16,25 @@ from groove_core.app import Groove
 from groove_core.config import ConfigError, parse_config
 from groove_core.plugins import make_plugin_manager
 from groove_core.query import QueryError
-from groove_core.testing import FAST_CONFIG, check_rerank_stage, installed_plugin, make_kb, open_kb
+from groove_core.testing import (
+    SECTION_CHUNKS,
+    check_rerank_stage,
+    installed_plugin,
+    make_kb,
+    open_kb,
+)
 
 QUERY = "ranking results"
 
 
 def _kb(tmp_path: Path, config: str = "") -> Path:
-    return make_kb(tmp_path / "kb", config=FAST_CONFIG + config)
+    return make_kb(tmp_path / "kb", config=SECTION_CHUNKS + config)
 
 
 def _configured(model: Path, *, by_default: bool, extra: str = "") -> str:
     # Top-level keys must precede the first [table] of the TOML file.
     head = f'reranker = "{model}"\nrerank_by_default = {str(by_default).lower()}\n'
-    return head + FAST_CONFIG + extra
+    return head + SECTION_CHUNKS + extra
 
 
 def _app(tmp_path: Path, config: str) -> Groove:
@@ -43,7 +49,7 @@ def _search(app: Groove, limit: int = 3, **options: Any) -> tuple[list[tuple[int
 def _baseline(app: Groove, tmp_path: Path, limit: int) -> list[tuple[int, float]]:
     """The same KB searched by the core alone (no plugins, no reranker configured)."""
     plain_config = tmp_path / "plain.toml"
-    plain_config.write_text(FAST_CONFIG, encoding="utf-8")
+    plain_config.write_text(SECTION_CHUNKS, encoding="utf-8")
     core = Groove.open(app.kb, plain_config, entry_points=False)
     return [(h.chunk_id, h.score) for h in core.search(QUERY, limit=limit).results]
 
@@ -97,7 +103,7 @@ def test_a_configured_model_obeys_rerank_by_default(tmp_path: Path, tiny_model: 
 def test_a_model_named_for_the_query_applies_unconditionally(
     tmp_path: Path, tiny_model: Path
 ) -> None:
-    unconfigured = _app(tmp_path / "a", FAST_CONFIG)
+    unconfigured = _app(tmp_path / "a", SECTION_CHUNKS)
     configured_off = _app(tmp_path / "b", _configured(tiny_model, by_default=False))
     named = _search(unconfigured, reranker=str(tiny_model))
     assert named[1] == 15
@@ -106,7 +112,7 @@ def test_a_model_named_for_the_query_applies_unconditionally(
 
 
 def test_score_is_the_models_raw_score_best_first(tmp_path: Path, tiny_model: Path) -> None:
-    app = _app(tmp_path, FAST_CONFIG)
+    app = _app(tmp_path, SECTION_CHUNKS)
     hits, _ = _search(app, limit=8, reranker=str(tiny_model))
     scores = [s for _, s in hits]
     assert scores == sorted(scores, reverse=True)
@@ -118,7 +124,7 @@ def test_score_is_the_models_raw_score_best_first(tmp_path: Path, tiny_model: Pa
 def test_reranking_is_deterministic_and_reorders_the_rrf_pool(
     tmp_path: Path, tiny_model: Path
 ) -> None:
-    app = _app(tmp_path, FAST_CONFIG)
+    app = _app(tmp_path, SECTION_CHUNKS)
     first, _ = _search(app, limit=8, reranker=str(tiny_model))
     assert _search(app, limit=8, reranker=str(tiny_model))[0] == first
     rrf = [h.chunk_id for h in app.search(QUERY, limit=8).results]
@@ -150,7 +156,7 @@ def test_pool_sizes_follow_the_other_stages(
     limit: int,
     expected: int,
 ) -> None:
-    app = _app(tmp_path, FAST_CONFIG + config)
+    app = _app(tmp_path, SECTION_CHUNKS + config)
     _, pool = _search(app, limit=limit, reranker=str(tiny_model), **options)
     assert pool == expected
 
@@ -162,7 +168,7 @@ def test_a_budget_scores_a_prefix_and_keeps_the_rest_in_rrf_order(
     # nothing more fits. Later queries know the cost and score nothing.
     app = _app(
         tmp_path,
-        FAST_CONFIG + "[plugin.reranker]\nrerank_budget_ms = 0.001\nbatch_size = 4\n",
+        SECTION_CHUNKS + "[plugin.reranker]\nrerank_budget_ms = 0.001\nbatch_size = 4\n",
     )
     get_model(ModelKey(str(tiny_model), "sentence-transformers", 512)).ms_per_pair = None
     rrf = app.search(QUERY, limit=8).results
@@ -185,11 +191,11 @@ def test_settings_reach_the_loaded_model(tmp_path: Path, tiny_model: Path) -> No
     name = str(tiny_model)
     app = _app(
         tmp_path,
-        FAST_CONFIG + f'[plugin.reranker]\nmax_length = 64\ntrust_remote_code = ["{name}"]\n',
+        SECTION_CHUNKS + f'[plugin.reranker]\nmax_length = 64\ntrust_remote_code = ["{name}"]\n',
     )
     _search(app, reranker=name)
     assert loaded_keys()[-1] == ModelKey(name, "sentence-transformers", 64, "cpu", True)
-    other = _app(tmp_path / "other", FAST_CONFIG + "[plugin.reranker]\nmax_length = 64\n")
+    other = _app(tmp_path / "other", SECTION_CHUNKS + "[plugin.reranker]\nmax_length = 64\n")
     _search(other, reranker=name)  # trust is granted by name only
     assert loaded_keys()[-1] == ModelKey(name, "sentence-transformers", 64, "cpu", False)
 
@@ -241,12 +247,12 @@ def test_a_missing_local_model_is_one_clear_error(tmp_path: Path) -> None:
 
 
 def test_the_model_is_loaded_once_and_reused(tmp_path: Path, tiny_model: Path) -> None:
-    app = _app(tmp_path, FAST_CONFIG)
+    app = _app(tmp_path, SECTION_CHUNKS)
     _search(app, reranker=str(tiny_model))
     key = loaded_keys()[-1]
     model = get_model(key)
     _search(app, reranker=str(tiny_model))
-    _search(_app(tmp_path / "other", FAST_CONFIG), reranker=str(tiny_model))
+    _search(_app(tmp_path / "other", SECTION_CHUNKS), reranker=str(tiny_model))
     assert get_model(key) is model and loaded_keys().count(key) == 1
 
 
