@@ -12,6 +12,7 @@ from pathlib import Path
 EVALDATA = Path(__file__).resolve().parent
 
 COLLECTIONS = (
+    "cacm-en",
     "cranfield-en",
     "dendron-vault-en",
     "jsquad-ja-para",

@@ -79,6 +79,28 @@ SOURCES: dict[str, dict[str, Any]] = {
             ),
         },
     },
+    "cacm-en": {
+        "repo": "charlesdlrsa/moteur_recherche_fri",
+        "commit": "2c6c0d9860eb3ff230fedce9a66eeeed4d751e4a",
+        "files": {
+            "cacm.all": (
+                "cacm/cacm.all",
+                "4843d291a920a20ce99d26906d387572f90d2286e83d8f717638108f251a5033",
+            ),
+            "cacm.query.text": (
+                "cacm/query.text",
+                "465bf5cbb900a5bbb32aff17eebafce5eec66021aaa2692127d511c792c00f8a",
+            ),
+            "cacm.qrels.text": (
+                "cacm/qrels.text",
+                "65c79960d45ff5021497d15e4a0dbee26e14300bff95947a8f0d9da941b4ab7d",
+            ),
+            "cacm.README": (
+                "cacm/README",
+                "48e26d6a282a42e11ec8cf04c0556c1ba152fa3577c4ba1393a974cdf4a16f77",
+            ),
+        },
+    },
     "md-vue-docs-en": {
         "repo": "vuejs/docs",
         "commit": "01e098a967951ea92d09b100b8e7d82c7a3369a2",
@@ -474,6 +496,152 @@ def build_cranfield(name: str, raw: Path, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# CACM (SMART format, as Cranfield): one doc per article, the 52 judged queries of 64
+# ---------------------------------------------------------------------------------------------
+
+#: Length buckets of ``content_words`` (issue #42): (label, lowest, highest or None).
+LENGTH_BUCKETS = (("0-7", 0, 7), ("8-15", 8, 15), ("16-31", 16, 31), ("32+", 32, None))
+
+# fmt: off
+_MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ["january", "february", "march", "april", "may", "june", "july", "august",
+         "september", "october", "november", "december"],
+        start=1,
+    )
+}
+# fmt: on
+
+
+def content_words(text: str) -> list[str]:
+    """The query's words (``words``: runs of ASCII letters and digits after NFKC and
+    lower-casing) less ``STOP_WORDS``, repeats kept. Its length is a golden row's ``words``."""
+    return [w for w in words(text) if w not in STOP_WORDS]
+
+
+def length_bucket(n: int) -> str:
+    for label, low, high in LENGTH_BUCKETS:
+        if n >= low and (high is None or n <= high):
+            return label
+    raise ValueError(n)
+
+
+def cacm_date(b_field: str) -> str | None:
+    """``CACM December, 1958`` (or ``June, 1969``) -> ``1958-12``; None for another shape."""
+    m = re.fullmatch(r"(?:CACM\s+)?([A-Za-z]+),?\s*(\d{4})", b_field.strip())
+    if not m or m.group(1).lower() not in _MONTHS:
+        return None
+    return f"{m.group(2)}-{_MONTHS[m.group(1).lower()]:02d}"
+
+
+def smart_lines(fields: list[tuple[str, list[str]]], tag: str) -> list[str]:
+    """The non-empty lines of every ``.<tag>`` field, each with its spaces folded."""
+    return [" ".join(ln.split()) for t, lines in fields if t == tag for ln in lines if ln.strip()]
+
+
+def build_cacm(name: str, raw: Path, out: Path) -> None:
+    """``docs/cacm-NNNN.md`` per article; golden rows for the queries that have judgements.
+
+    The raw files have CRLF line ends (read in text mode: universal newlines). One record
+    id is split over two lines in the source (``.I 28`` / ``56`` = 2856); it is rejoined.
+    Body: ``# <title>`` then the ``.W`` abstract as one paragraph (1,587 of 3,204 articles
+    have one; the others are a title only). ``.K`` key words and ``.C`` CR categories are
+    front matter under names groove does not read as tags (``cacm_keywords``,
+    ``cr_categories``), so the searchable text is title + abstract, as for Cranfield.
+    ``.N`` (record stamp) and ``.X`` (citation links) are left out.
+    """
+    root = out / name
+    text = (raw / "cacm.all").read_text(encoding="ascii")
+    text, joined = re.subn(r"(?m)^(\.I \d+)\n(\d+)\n", r"\1\2\n", text)
+    if joined != 1:
+        raise BuildError(f"{name}: expected one split .I line in cacm.all, found {joined}")
+    docs_text: dict[str, str] = {}
+    with_abstract = 0
+    for doc_id, fields in parse_smart(text):
+        rel = f"docs/cacm-{int(doc_id):04d}.md"
+        if rel in docs_text:
+            raise BuildError(f"{name}: duplicate document {doc_id}")
+        title = smart_field(fields, "T")
+        abstract = smart_field(fields, "W")
+        head = ["---", f"cacm_id: {json.dumps(doc_id)}"]
+        authors = smart_lines(fields, "A")
+        if authors:
+            head.append(f"authors: {json.dumps(authors)}")
+        published = smart_field(fields, "B")
+        if published:
+            date = cacm_date(published)
+            if date:
+                head.append(f"date: {json.dumps(date)}")
+            head.append(f"published: {json.dumps(published)}")
+        for key, tag in (("cacm_keywords", "K"), ("cr_categories", "C")):
+            value = smart_field(fields, tag)
+            if value:
+                head.append(f"{key}: {json.dumps(value)}")
+        head.append("---")
+        heading = title or "(untitled)"  # one article (3193); no word a query uses
+        markdown = f"# {heading}\n"
+        if abstract:
+            markdown += f"\n{escape_block_syntax(abstract)}\n"
+            with_abstract += 1
+        docs_text[rel] = markdown
+        write_text(root / rel, "\n".join(head) + "\n\n" + markdown)
+
+    queries = parse_smart((raw / "cacm.query.text").read_text(encoding="ascii"))
+    judged: dict[int, list[str]] = {}
+    for line in (raw / "cacm.qrels.text").read_text(encoding="ascii").splitlines():
+        parts = line.split()
+        if parts:
+            judged.setdefault(int(parts[0]), []).append(f"docs/cacm-{int(parts[1]):04d}.md")
+    rows: list[dict[str, Any]] = []
+    for source_id, fields in queries:
+        expected = sorted(set(judged.get(int(source_id), [])))
+        if not expected:
+            continue
+        missing = [p for p in expected if p not in docs_text]
+        if missing:
+            raise BuildError(f"{name}: query {source_id} judges unknown documents {missing}")
+        query = smart_field(fields, "W")
+        n_words = len(content_words(query))
+        row: dict[str, Any] = {
+            "query": query,
+            "expected": expected,
+            "id": f"cacm-q{int(source_id):02d}",
+            "source_query_id": source_id,
+            "words": n_words,
+            "length_bucket": length_bucket(n_words),
+        }
+        authors = smart_lines(fields, "A")
+        if authors:
+            row["query_authors"] = authors
+        row["trigram_overlap"] = max(trigram_overlap(query, docs_text[p]) for p in expected)
+        row["word_overlap"] = max(word_overlap(query, docs_text[p]) for p in expected)
+        rows.append(row)
+    write_jsonl(root / "golden.jsonl", rows)
+    pairs = sum(len(r["expected"]) for r in rows)
+    lengths = sorted(r["words"] for r in rows)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "docs": len(docs_text),
+            "docs_with_abstract": with_abstract,
+            "queries": len(rows),
+            "queries_in_source": len(queries),
+            "relevant_pairs": pairs,
+            "mean_relevant_per_query": round(pairs / len(rows), 2),
+            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
+            "mean_content_words": round(sum(lengths) / len(lengths), 2),
+            "median_content_words": lengths[len(lengths) // 2],
+            "queries_per_length_bucket": {
+                label: sum(1 for r in rows if r["length_bucket"] == label)
+                for label, _, _ in LENGTH_BUCKETS
+            },
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Vue.js documentation trees: copied unchanged; ja also gets the en->ja title set
 # ---------------------------------------------------------------------------------------------
 
@@ -597,6 +765,7 @@ BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
     "md-vue-docs-en": build_vue,
     "md-vue-docs-ja": build_vue,
     "cranfield-en": build_cranfield,
+    "cacm-en": build_cacm,
     "jsquad-ja-para": build_squad,
     "xquad-en-para": build_squad,
 }

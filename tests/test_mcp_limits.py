@@ -90,7 +90,8 @@ def test_the_cap_leaves_room_for_every_golden_query() -> None:
         for line in path.read_text(encoding="utf-8").splitlines()
         if line.strip()
     )
-    assert 0 < longest * 5 <= MAX_QUERY_CHARS
+    # cacm-en's longest request (504 characters, a paragraph) is the longest: searched whole
+    assert 0 < longest * 3 <= MAX_QUERY_CHARS
 
 
 def test_the_cli_searches_a_long_query_and_warns(notes_kb: Path) -> None:
