@@ -114,6 +114,26 @@ class LowConfidenceConfig(_Strict):
         ge=0.0,
         description="L2 distance past which the best vector hit counts as a weak match",
     )
+    max_cross_script_distance: float = Field(
+        1.25,
+        ge=0.0,
+        description="the same for a query in another script than the notes' (one a "
+        "translating leg answered): distances between languages run larger",
+    )
+    corroborated_rank: int = Field(
+        5,
+        ge=1,
+        le=1000,
+        description="a hit two legs found is corroborated (the results are not weak) when it "
+        "ranks this high or better in each of them",
+    )
+    bridged_rank: int = Field(
+        3,
+        ge=1,
+        le=1000,
+        description="the same when one of those legs translates (bridges_scripts): "
+        "dictionary translations match loosely",
+    )
 
 
 class SearchConfig(_Strict):

@@ -13,7 +13,7 @@ from groove_core.context import QueryContext
 from groove_core.embedding import checked_vectors
 from groove_core.fusion import Fused, fuse, leg_scales
 from groove_core.logs import get_logger
-from groove_core.models import LegKind, LegResult, SearchHit, SearchResponse
+from groove_core.models import LegResult, SearchHit, SearchResponse
 from groove_core.query import OptionError, QueryError, parse_query
 from groove_core.query_store import QueryStore
 from groove_core.search_request import SearchArgs, SearchRequest
@@ -131,7 +131,7 @@ class Searcher:
         unmatched = unmatched_filter(ctx)
         response = SearchResponse(
             results=tuple(hits),
-            low_confidence=low_confidence(ctx, hits, leg_kinds(legs)),
+            low_confidence=low_confidence(ctx, hits, legs),
             filter_applied=ctx.filters.describe(),
             warnings=(unmatched, *warnings) if unmatched else warnings,
         )
@@ -203,28 +203,38 @@ def hits_for(store: SearchStore, fused: list[Fused]) -> list[SearchHit]:
     return hits
 
 
-def low_confidence(ctx: QueryContext, hits: list[SearchHit], kinds: Mapping[str, LegKind]) -> bool:
+def low_confidence(ctx: QueryContext, hits: list[SearchHit], legs: Sequence[LegResult]) -> bool:
     """True when the results are probably not about the query.
 
-    Nothing came back; or no returned hit is corroborated by two legs and even the nearest
-    vector (of any vector leg) is farther than ``[search.low_confidence]
-    max_vector_distance``. Lexical matches alone are weak evidence here: trigram phrases
-    such as ``について`` match almost any Japanese text. Without a vector hit, a hit of a
-    lexical leg is enough. The default distance (1.2) was calibrated for the default
-    embedder on jsquad-ja-para: it flags 1.3% of the golden queries and 75% of off-topic
-    ones (docs/retrieval-pipeline.md); other embedders need their own value. ``kinds``:
-    each leg's kind by name (the rule reads kinds, never names).
+    Nothing came back; or no returned hit is corroborated (found by two legs or more,
+    ranking ``[search.low_confidence] corroborated_rank`` or better in each, or
+    ``bridged_rank`` when one of them translates) and even the nearest vector (of any
+    vector leg) is farther than ``max_vector_distance`` (``max_cross_script_distance``
+    for a query a translating leg answered: distances between languages run larger).
+    Lexical matches alone are weak evidence here: trigram phrases such as ``について``
+    match almost any Japanese text, and a stray word match in the tenth place corroborates
+    nothing. Without a vector hit, a hit of a lexical leg is enough. The defaults were
+    calibrated for the default embedder on jsquad-ja-para and the Vue docs (English and
+    Japanese questions, off-topic ones): docs/retrieval-pipeline.md; other embedders need
+    their own values. The rule reads the legs' kinds and ``bridges_scripts``, never names.
     """
     if not hits:
         return True
-    if any(len(h.legs) > 1 for h in hits):
-        return False
+    rules = ctx.config.search.low_confidence
+    kinds = leg_kinds(legs)
+    bridging = {leg.name for leg in legs if leg.bridges_scripts}
+    for hit in hits:
+        if len(hit.legs) > 1:
+            best = rules.bridged_rank if bridging & hit.legs.keys() else rules.corroborated_rank
+            if all(rank <= best for rank, _ in hit.legs.values()):
+                return False
     distances = [
         raw for h in hits for leg, (_, raw) in h.legs.items() if kinds.get(leg) == "vector"
     ]
     if not distances:
         return not any(kinds.get(leg) == "lexical" for h in hits for leg in h.legs)
-    threshold = ctx.config.search.low_confidence.max_vector_distance
+    translated = any(leg.hits for leg in legs if leg.bridges_scripts)
+    threshold = rules.max_cross_script_distance if translated else rules.max_vector_distance
     return min(distances) > threshold
 
 

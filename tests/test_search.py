@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from groove_core.models import LegKind, SearchHit
+from groove_core.models import LegHit, LegKind, LegResult, SearchHit
 from groove_core.pipeline import low_confidence
 from groove_core.query import QueryError
 from groove_core.testing import SECTION_CHUNKS, open_kb
@@ -197,11 +197,18 @@ def _hit(legs: dict[str, tuple[int, float]]) -> SearchHit:
     [
         ([], True),  # nothing came back
         ([{"fts": (1, -3.0), "vector": (4, 1.5)}], False),  # corroborated by both legs
+        ([{"fts": (7, -3.0), "vector": (9, 1.3)}], True),  # two stray matches corroborate nothing
+        ([{"fts": (7, -3.0), "vector": (9, 1.1)}], False),  # ... but the vector is near
         ([{"vector": (1, 0.9)}], False),  # a near vector alone is enough
         ([{"vector": (1, 1.3)}, {"fts": (1, -2.0)}], True),  # far vector, uncorroborated
         ([{"fts": (1, -2.0)}], False),  # lexical-only pipeline (vector leg disabled)
         ([{"word": (1, -2.0)}], False),  # any lexical leg, not only the trigram one
         ([{"other": (1, 5.0)}], True),  # a leg of kind "other" alone is no evidence
+        # a query the translating leg answered: its corroboration counts nearer the top,
+        # and the vector distance has a threshold of its own
+        ([{"bilingual": (2, -9.0), "vector": (1, 1.3)}], False),
+        ([{"bilingual": (4, -3.0), "vector": (5, 1.27)}], True),
+        ([{"bilingual": (4, -3.0), "vector": (5, 1.22)}], False),
     ],
 )
 def test_low_confidence_rule(
@@ -214,8 +221,19 @@ def test_low_confidence_rule(
         "word": "lexical",
         "vector": "vector",
         "other": "other",
+        "bilingual": "lexical",
     }
-    assert low_confidence(ctx, [_hit(x) for x in legs], kinds) is expected  # type: ignore[arg-type]
+    found = {name for hit in legs for name in hit}
+    results = [
+        LegResult(
+            name,
+            hits=(LegHit(1, 0.0),) if name in found else (),
+            kind=kind,
+            bridges_scripts=name == "bilingual",
+        )
+        for name, kind in kinds.items()
+    ]
+    assert low_confidence(ctx, [_hit(x) for x in legs], results) is expected  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("query", ["reciprocal rank fusion", "再ランキングの評価について"])
