@@ -358,7 +358,13 @@ def parse_markdown(
         front_matter=front_matter,
         chunks=built,
         warnings=tuple(warnings),
-        links=extract_links(text, lines.offset(body_line), masked.code, wikilinks=markup.clean),
+        links=extract_links(
+            text,
+            lines.offset(body_line),
+            masked.code,
+            wikilinks=markup.clean,
+            alias_first=markup.dendron,
+        ),
     )
 
 

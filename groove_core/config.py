@@ -259,12 +259,14 @@ class IndexConfig(_Strict):
         (".md", ".markdown"), description="file name endings that are indexed"
     )
     ignore: tuple[str, ...] = Field((), description="extra glob patterns never indexed")
-    dialect: Literal["auto", "commonmark", "mdx", "obsidian"] = Field(
+    dialect: Literal["auto", "commonmark", "mdx", "obsidian", "dendron"] = Field(
         "auto",
         description="markup cleaned out of chunks: mdx (MDX, VitePress/Docusaurus/Hugo), "
-        "obsidian (mdx's plus inline #tags), commonmark (none), auto (mdx's for every file, "
-        "obsidian's in a vault or a note with [[wikilinks]]); auto and mdx also index *.mdx "
-        "(re-index with --rebuild after changing it)",
+        "obsidian (mdx's plus [[wikilinks]], inline #tags, %% comments %%), dendron "
+        "(obsidian's with [[alias|note]] links and #dotted.tags), commonmark (none), auto "
+        "(mdx's for every file, dendron's under a dendron.yml, obsidian's in a vault or a "
+        "note with [[wikilinks]]); auto and mdx also index *.mdx (re-index with --rebuild "
+        "after changing it)",
     )
     obsidian_comments: Literal["hide", "keep"] = Field(
         "hide",

@@ -17,6 +17,9 @@ What is markup (outside fenced code and inline code spans, which are never touch
 * Obsidian: the brackets of ``[[Note]]`` (``[[Note|alias]]`` shows ``alias``),
   whole ``![[embeds]]``, the ``[!note]`` marker of a callout. Inline ``#tags`` stay in the
   text (Obsidian shows them) and are collected as the document's tags.
+* Dendron: Obsidian's, but a link is written alias first (``[[alias|note.name]]`` shows
+  ``alias`` and links to ``note.name``; ``dendron://vault/note.name`` names a vault too),
+  tags are dotted hierarchies (``#stage.germ``), and ``%%`` is text.
 
 ``commonmark`` cleans nothing (a ``{#anchor}`` still leaves the heading text, as before).
 """
@@ -39,11 +42,14 @@ __all__ = [
     "comment_spans",
     "markup_for",
     "tidy",
+    "vault_kind",
     "without",
 ]
 
-Dialect = Literal["auto", "commonmark", "mdx", "obsidian"]
-DIALECTS: tuple[str, ...] = ("auto", "commonmark", "mdx", "obsidian")
+Dialect = Literal["auto", "commonmark", "mdx", "obsidian", "dendron"]
+DIALECTS: tuple[str, ...] = ("auto", "commonmark", "mdx", "obsidian", "dendron")
+#: What kind of vault a KB lies in (``vault_kind``): its notes' dialect under ``auto``.
+VaultKind = Literal["obsidian", "dendron"]
 
 
 @dataclass(frozen=True)
@@ -56,12 +62,16 @@ class Markup:
     #: ``%% comments %%`` are the writer's own notes, hidden in Obsidian's reading view:
     #: blanked (neither indexed nor served) unless ``[index] obsidian_comments = "keep"``.
     comments: bool = False
+    #: Dendron's link order, ``[[alias|target]]`` (Obsidian writes ``[[target|alias]]``),
+    #: and its dotted tags (``#stage.germ``).
+    dendron: bool = False
 
 
 COMMONMARK = Markup(clean=False, inline_tags=False)
 DOCS = Markup(clean=True, inline_tags=False)
 OBSIDIAN = Markup(clean=True, inline_tags=True, comments=True)
 OBSIDIAN_KEEP_COMMENTS = Markup(clean=True, inline_tags=True)
+DENDRON = Markup(clean=True, inline_tags=True, dendron=True)
 
 #: How far up from a KB's folder an ``.obsidian/`` folder is looked for: a KB is often one
 #: folder of a vault, and its notes are still Obsidian notes.
@@ -72,35 +82,43 @@ _WIKILINK_HINT = re.compile(r"!?\[\[[^\[\]\n]+\]\]")
 
 
 def markup_for(
-    dialect: str, rel: str, text: str, vault: bool, keep_comments: bool = False
+    dialect: str, rel: str, text: str, vault: VaultKind | bool | None, keep_comments: bool = False
 ) -> Markup:
-    """The cleaning for the file ``rel``: ``auto`` treats a KB inside an Obsidian vault (an
-    ``.obsidian/`` folder in it or above it), or a note using wikilinks, as Obsidian, and
+    """The cleaning for the file ``rel``: ``auto`` treats a KB inside a Dendron workspace (a
+    ``dendron.yml`` in its folder or above) as Dendron, one inside an Obsidian vault (an
+    ``.obsidian/`` folder there or above) or a note using wikilinks as Obsidian, and
     everything else (``.mdx`` included) as MDX and doc-site Markdown, whose markup is
-    unambiguous outside code."""
+    unambiguous outside code. ``vault``: :func:`vault_kind` of the KB (True: Obsidian)."""
     obsidian = OBSIDIAN_KEEP_COMMENTS if keep_comments else OBSIDIAN
     if dialect == "commonmark":
         return COMMONMARK
     if dialect == "obsidian":
         return obsidian
+    if dialect == "dendron":
+        return DENDRON
     if dialect == "mdx" or PurePosixPath(rel).suffix.lower() == ".mdx":
         return DOCS
+    if vault == "dendron":
+        return DENDRON
     return obsidian if vault or _WIKILINK_HINT.search(text) else DOCS
 
 
-def in_vault(folder: Path) -> bool:
-    """Whether ``folder`` is an Obsidian vault or lies inside one: an ``.obsidian/`` folder
-    there or in a folder above it (at most :data:`VAULT_SEARCH_DEPTH` levels up)."""
+def vault_kind(folder: Path) -> VaultKind | None:
+    """``obsidian`` when ``folder`` has an ``.obsidian/`` folder or lies under one that has,
+    ``dendron`` for a ``dendron.yml`` (a Dendron workspace), the nearest first (at most
+    :data:`VAULT_SEARCH_DEPTH` levels up); None for neither."""
     here = folder.resolve()
     for level, candidate in enumerate((here, *here.parents)):
         if level > VAULT_SEARCH_DEPTH:
-            return False
+            return None
         try:
             if (candidate / ".obsidian").is_dir():
-                return True
+                return "obsidian"
+            if (candidate / "dendron.yml").is_file():
+                return "dendron"
         except OSError:  # a folder above that this user may not read
-            return False
-    return False
+            return None
+    return None
 
 
 @dataclass(frozen=True)
@@ -141,6 +159,11 @@ _INLINE_TAG = re.compile(
     r"(?:(?<=[\s\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])|^)#([\w/-]*[^\W\d][\w/-]*)",
     re.MULTILINE,
 )
+#: Dendron's tags are dotted hierarchies: ``#stage.germ`` (a dot inside, never last).
+_DOTTED_TAG = re.compile(
+    r"(?:(?<=[\s\u3000-\u303f\uff01-\uff0f\uff1a-\uff20])|^)#([\w/-]*[^\W\d][\w/-]*(?:\.[\w/-]+)*)",
+    re.MULTILINE,
+)
 _OBSIDIAN_COMMENT = (re.compile(r"%%"), re.compile(r"%%"))
 
 
@@ -163,7 +186,7 @@ def clean(text: str, start: int, markup: Markup) -> Masked:
         blanks += (span for span in spans if protected.clear(*span))
     for rule in (_CONTAINER, _CALLOUT):
         blanks += (m.span(1) for m in rule.finditer(text, start) if protected.clear(*m.span(1)))
-    blanks += _wikilinks(text, start, protected)
+    blanks += _wikilinks(text, start, protected, alias_first=markup.dendron)
     comments: list[tuple[int, int]] = []
     if markup.comments:
         comments = [
@@ -174,7 +197,8 @@ def clean(text: str, start: int, markup: Markup) -> Masked:
         blanks += comments
     # a #tag inside a comment is not one (Obsidian does not list it either)
     unread = _Protected(sorted(code + comments)) if comments else protected
-    tags = _inline_tags(text, start, unread) if markup.inline_tags else ()
+    rule = _DOTTED_TAG if markup.dendron else _INLINE_TAG
+    tags = _inline_tags(text, start, unread, rule) if markup.inline_tags else ()
     return Masked(_blank(text, blanks), tags, tuple(code))
 
 
@@ -361,8 +385,11 @@ def _esm(text: str, start: int, protected: _Protected) -> list[tuple[int, int]]:
     return blanks
 
 
-def _wikilinks(text: str, start: int, protected: _Protected) -> list[tuple[int, int]]:
-    """Blank an embed whole; of a link, the brackets and all but the visible text."""
+def _wikilinks(
+    text: str, start: int, protected: _Protected, *, alias_first: bool = False
+) -> list[tuple[int, int]]:
+    """Blank an embed whole; of a link, the brackets and all but the visible text (the
+    alias: after ``|``, or before it with ``alias_first``)."""
     blanks: list[tuple[int, int]] = []
     for m in _WIKILINK.finditer(text, start):
         if not protected.clear(*m.span()):
@@ -372,7 +399,9 @@ def _wikilinks(text: str, start: int, protected: _Protected) -> list[tuple[int, 
             continue
         inner_start, inner = m.start(2), m.group(2)
         blanks += [(m.start(), inner_start), (m.end(2), m.end())]
-        if "|" in inner:
+        if "|" in inner and alias_first:
+            blanks.append((inner_start + inner.index("|"), m.end(2)))
+        elif "|" in inner:
             blanks.append((inner_start, inner_start + inner.index("|") + 1))
         else:
             blanks += (
@@ -381,9 +410,11 @@ def _wikilinks(text: str, start: int, protected: _Protected) -> list[tuple[int, 
     return blanks
 
 
-def _inline_tags(text: str, start: int, protected: _Protected) -> tuple[str, ...]:
+def _inline_tags(
+    text: str, start: int, protected: _Protected, rule: re.Pattern[str] = _INLINE_TAG
+) -> tuple[str, ...]:
     seen: dict[str, None] = {}
-    for m in _INLINE_TAG.finditer(text, start):
+    for m in rule.finditer(text, start):
         if protected.clear(*m.span()):
             seen.setdefault(m.group(1).rstrip("/-"))
     return tuple(t for t in seen if t)

@@ -26,7 +26,7 @@ from groove_core.config import (
     IndexConfig,
     index_path,
 )
-from groove_core.dialects import COMMONMARK, in_vault, markup_for
+from groove_core.dialects import COMMONMARK, VaultKind, markup_for, vault_kind
 from groove_core.embedding import Embedder
 from groove_core.index_report import (
     CHUNKING_KEY,
@@ -60,7 +60,7 @@ def _new_document(
     text: str,
     digest: str,
     index: IndexConfig,
-    vault: bool = False,
+    vault: VaultKind | None = None,
     *,
     converted: bool = False,
 ) -> tuple[NewDocument, tuple[str, ...]]:
@@ -149,7 +149,7 @@ class Indexer:
         self._files = (0, 0)  # files visited, files found
         # An Obsidian vault keeps its settings in .obsidian/ at its root, which may be a
         # folder above the KB's (dialect "auto").
-        self._vault = in_vault(kb)
+        self._vault = vault_kind(kb)
 
     def run(self) -> IndexReport:
         started = time.perf_counter()

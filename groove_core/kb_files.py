@@ -302,13 +302,13 @@ def served_text(app: Groove, rel: str, text: str) -> str:
     (:func:`groove_core.dialects.comment_spans`: what the writer hid; unless ``[index]
     serve_comments`` asks for them), line numbers unchanged."""
     from groove_core.chunking import body_offset, private_key_spans
-    from groove_core.dialects import comment_spans, in_vault, markup_for, without
+    from groove_core.dialects import comment_spans, markup_for, vault_kind, without
 
     index = app.config.index
     hidden = private_key_spans(text, index.private_keys)
     if not index.serve_comments:
         keep = index.obsidian_comments == "keep"
-        markup = markup_for(index.dialect, rel, text, in_vault(app.kb), keep)
+        markup = markup_for(index.dialect, rel, text, vault_kind(app.kb), keep)
         hidden += comment_spans(text, body_offset(text), markup)
     return without(text, sorted(hidden))
 

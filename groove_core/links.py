@@ -52,21 +52,30 @@ _INLINE = re.compile(
 )
 _REFERENCE = re.compile(r"^ {0,3}\[[^\[\]\n]{1,500}\]:[ \t]*<?([^\s<>]{1,1000})>?", re.MULTILINE)
 _WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n|#^]{1,500})[^\[\]\n]{0,500}\]\]")
+#: A Dendron link, alias first: ``[[alias|note.name#anchor]]``, ``[[dendron://vault/note]]``.
+_ALIAS_FIRST = re.compile(r"(!?)\[\[(?:[^\[\]\n|]{0,500}\|)?([^\[\]\n|]{1,500})\]\]")
+_DENDRON_VAULT = re.compile(r"^dendron://[^/\n]*/")
 _LINE_BREAK = re.compile(r"\r\n?|\n")
 _SCHEME = re.compile(r"^[A-Za-z][\w+.-]*:|^//")
 _NOTE_SUFFIXES = (".md", ".mdx", ".markdown", ".html")
 
 
 def extract_links(
-    text: str, start: int, code: Sequence[tuple[int, int]], *, wikilinks: bool
+    text: str,
+    start: int,
+    code: Sequence[tuple[int, int]],
+    *,
+    wikilinks: bool,
+    alias_first: bool = False,
 ) -> tuple[RawLink, ...]:
     """Local links of ``text[start:]`` outside ``code`` (character ranges), in file order.
 
     Images, URLs with a scheme and same-page anchors are not links between notes.
+    ``alias_first``: wikilinks are Dendron's, ``[[alias|target]]``.
     """
     found: list[tuple[int, str, str]] = []
     starts = [s for s, _ in code]
-    for pos, kind, target in _candidates(text, start, wikilinks):
+    for pos, kind, target in _candidates(text, start, wikilinks, alias_first):
         if not _in_code(pos, starts, code) and (kind != "link" or _local(target)):
             found.append((pos, kind, target))
     found.sort(key=lambda item: item[0])
@@ -79,13 +88,20 @@ def extract_links(
     )
 
 
-def _candidates(text: str, start: int, wikilinks: bool) -> Iterable[tuple[int, str, str]]:
+def _candidates(
+    text: str, start: int, wikilinks: bool, alias_first: bool
+) -> Iterable[tuple[int, str, str]]:
     for m in _INLINE.finditer(text, start):
         if not m.group(1):
             yield m.start(), "link", m.group(2)
     for m in _REFERENCE.finditer(text, start):
         yield m.start(), "link", m.group(1)
-    if wikilinks:
+    if wikilinks and alias_first:
+        for m in _ALIAS_FIRST.finditer(text, start):
+            target = _DENDRON_VAULT.sub("", re.split(r"[#^]", m.group(2), maxsplit=1)[0])
+            if target.strip():
+                yield m.start(), "embed" if m.group(1) else "wikilink", target.strip()
+    elif wikilinks:
         for m in _WIKILINK.finditer(text, start):
             yield m.start(), "embed" if m.group(1) else "wikilink", m.group(2).strip()
 
