@@ -18,7 +18,8 @@ Decisions worth knowing:
 * A section whose body is whitespace only is skipped when the next section is one of its
   children: its heading reappears in the child's ``heading_path`` and ``context``. A
   heading-only section with no child (``## Deprecated`` followed by a sibling) is kept as a
-  chunk of its own, so its words stay searchable; a document with any non-whitespace text
+  chunk of its own, so its words stay searchable; a bare ``##`` (no words at all) is not,
+  unless the document holds nothing else: a document with any non-whitespace text
   therefore always yields at least one chunk.
 * Headings are flattened to plain text and lose a trailing VitePress ``{#anchor}``: the
   Japanese Vue docs keep English slugs there, which would hand the lexical leg the answer
@@ -341,9 +342,9 @@ def parse_markdown(
     cost = _Cost(masked.text, cjk_char_tokens)
     splitter = _Splitter(lines, _boundaries(tokens, body_line), max_tokens * 4, cost)
     label = _label(title, front_matter)
-    kept: Iterable[_Section] = _kept(sections, lines)
+    kept = _kept(sections, lines)
     if min_section_tokens > 0:
-        kept = _merge_small(list(kept), lines, cost, max_tokens * 4, min_section_tokens * 4)
+        kept = _merge_small(kept, lines, cost, max_tokens * 4, min_section_tokens * 4)
     chunks = _chunks(
         kept, splitter, lines, label, cjk_char_tokens, text, _description(front_matter)
     )
@@ -621,16 +622,19 @@ class _Splitter:
         return low
 
 
-def _kept(sections: Sequence[_Section], lines: _Lines) -> Iterator[_Section]:
+def _kept(sections: Sequence[_Section], lines: _Lines) -> list[_Section]:
     """Sections that become chunks: see the module docstring for the heading-only rule."""
+    kept: list[_Section] = []
+    wordless: list[_Section] = []  # a bare "##": no words to find it by
     for n, section in enumerate(sections):
         body = lines.text[lines.offset(section.body) : lines.offset(section.end)]
         if body.strip():
-            yield section
+            kept.append(section)
         elif section.level > 0:
             following = sections[n + 1] if n + 1 < len(sections) else None
             if following is None or following.level <= section.level:
-                yield section
+                (kept if section.heading.strip() else wordless).append(section)
+    return kept or wordless
 
 
 def _merge_small(

@@ -210,6 +210,13 @@ def test_heading_only_leaf_is_kept() -> None:
     assert doc.chunks[1].content == "## Deprecated"
 
 
+def test_a_bare_heading_mark_is_no_chunk_unless_it_is_all_there_is() -> None:
+    # A "##" with no words ranked first for queries matching nothing (issue #44's walk).
+    doc = parse("# Doc\n\nintro\n\n###\n\n## Next\n\ntext\n")
+    assert [c.heading for c in doc.chunks] == ["Doc", "Next"]
+    assert [c.content for c in parse("##\n").chunks] == ["##"]
+
+
 def test_headings_only_document_still_yields_a_chunk() -> None:
     doc = parse("# A\n## B\n")
     assert [c.content for c in doc.chunks] == ["## B"]
