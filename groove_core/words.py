@@ -83,6 +83,23 @@ _STOP_TEXT = (
 )
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 
+#: The same list's contractions, which the tokenizer would split at the apostrophe into a
+#: stop word and a fragment (``I'd`` -> ``i``, ``d``): a fragment is a one-letter token, rare
+#: in the text and so weighted high by bm25, that matches ``3-D`` or ``C. L.`` (issue #42).
+#: A query's plain text loses them whole before it is tokenized.
+_CONTRACTION_TEXT = (
+    "i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd "
+    "she'd we'd they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't "
+    "hasn't haven't hadn't doesn't don't didn't won't wouldn't shan't shouldn't can't "
+    "couldn't mustn't let's that's who's what's here's there's when's where's why's how's"
+)
+_CONTRACTIONS = re.compile(
+    r"(?<![^\W_])(?:"
+    + "|".join(re.escape(w).replace("'", "['\u2019]") for w in _CONTRACTION_TEXT.split())
+    + r")(?![^\W_])",
+    re.IGNORECASE,
+)
+
 #: Latin script up to Latin Extended-B: the words the English stemmer is meant for. Other
 #: alphabets (Cyrillic, Greek) are kept whole rather than cut by English suffix rules.
 _LATIN_WORD = re.compile(r"[0-9a-z\u00c0-\u024f]+")
@@ -117,6 +134,8 @@ def tokens(text: str, *, drop_stop_words: bool = False) -> list[str]:
     """The word tokens of NFKC-normalised ``text``, in order (repeats kept); without
     English stop words when ``drop_stop_words`` (a query's plain words)."""
     out: list[str] = []
+    if drop_stop_words:
+        text = _CONTRACTIONS.sub(" ", text)
     for match in _RUNS.finditer(_POSSESSIVE.sub("", text)):
         kanji, katakana, other = match.groups()
         run = kanji or katakana

@@ -342,3 +342,13 @@ def test_explain_shows_the_word_leg_and_weights(kb: Path) -> None:
     # bilingual knowledge base keeps its lexical legs for them.
     assert "vs matches" not in result.output
     assert "leg fts (lexical): 2 candidates  weight 1" in result.output
+
+
+def test_query_drops_the_snowball_contractions_whole() -> None:
+    # "I'd" would leave the fragment "d", rare in the text, matching "3-D" (issue #42).
+    assert words.tokens("I'd like 3-D images", drop_stop_words=True) == ["like", "3", "d", "imag"]
+    assert words.tokens("We DON\u2019T want it", drop_stop_words=True) == ["want"]
+    # the text keeps them: a quoted phrase still matches in place
+    assert words.tokens("I'd like") == ["i", "d", "like"]
+    # a query of nothing but stop words keeps them
+    assert words.query_terms([("I'd", False)]) == (["i", "d"], False)
