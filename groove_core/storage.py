@@ -166,6 +166,12 @@ class SearchStore(Protocol):
         of the contract). Cost: per id."""
         ...
 
+    def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
+        """(id, context, content) of up to ``limit`` chunks with ids above ``after``, by id:
+        every chunk's text a page at a time (a re-embed, a leg's table of the KB's words).
+        Cost: one indexed range read per page."""
+        ...
+
     def document_chunks(self, doc_id: int) -> list[DocumentChunkRow]:
         """Every chunk of one document, in document order (``ordinal``); empty for an
         unknown document. Cost: the document's chunks."""
@@ -257,10 +263,6 @@ class IndexStore(SearchStore, Protocol):
 
     def forget_vectors(self) -> None:
         """Drop every vector and the embedder binding (a re-embed starts so)."""
-        ...
-
-    def chunk_texts(self, after: int, limit: int) -> list[tuple[int, str, str]]:
-        """(id, context, content) of up to ``limit`` chunks with ids above ``after``, by id."""
         ...
 
     def write_vectors(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:

@@ -101,6 +101,26 @@ class BilingualSettings(BaseModel):
         "heading path) for this leg: a translated word in the title says more than one in "
         "the text, whose other words the leg cannot see",
     )
+    transliterations: int = Field(
+        1,
+        ge=0,
+        le=5,
+        description="katakana words of the notes searched per English query word, matched "
+        "by their sounds (reactivity -> リアクティビティー), at most (0-5); 0 turns "
+        "transliteration off",
+    )
+    transliteration_weight: float = Field(
+        1.5,
+        ge=0,
+        le=2,
+        description="dictionary weight of a transliteration (times its similarity, 0-1) "
+        "among a word's translations",
+    )
+    transliterate_all: bool = Field(
+        True,
+        description="transliterate every English query word; false: only those the "
+        "dictionary gives no translation the notes use",
+    )
     dictionary: str | None = Field(
         None,
         description="a jamdict.db (or .db.xz) to convert instead of the jamdict-data package's",
@@ -229,6 +249,67 @@ def candidates(
     return units, []
 
 
+_LATIN_WORD = re.compile("[A-Za-z0-9]+")
+
+
+def english_words(ctx: QueryContext) -> dict[str, str]:
+    """The English query's words as written, by their word-leg token (``reactiv`` ->
+    ``Reactivity``): what a transliteration reads."""
+    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    out: dict[str, str] = {}
+    for raw in _LATIN_WORD.findall(text):
+        found = words.tokens(raw.lower(), drop_stop_words=True)
+        if len(found) == 1:
+            out.setdefault(found[0], raw)
+    return out
+
+
+def transliterate(
+    ctx: QueryContext,
+    index: Any,
+    units: dict[str, list[tuple[str, str, float]]],
+    targets: list[str],
+    settings: BilingualSettings,
+) -> list[str]:
+    """Add to ``units`` each target word's katakana words of the KB that sound like it
+    (:mod:`groove_bilingual.transliteration`), weighted ``transliteration_weight`` times
+    their similarity; returns them as ``--explain`` shows them."""
+    from groove_bilingual.dictionary import form_term
+    from groove_bilingual.transliteration import covering, katakana_table
+
+    raw = english_words(ctx)
+    wanted = [(unit, raw[unit]) for unit in targets if unit in raw]
+    if not wanted:
+        return []
+    _, total = index.rows([])
+    table = katakana_table(ctx.store, index, total)
+    shown: list[str] = []
+    for unit, word in wanted:
+        found = covering(table.matches(word))[: settings.transliterations]
+        for katakana, similarity in found:
+            term = form_term(katakana)
+            if term is None:
+                continue
+            weight = settings.transliteration_weight * similarity
+            units[unit] = [*units.get(unit, []), (katakana, term, weight)]
+            shown.append(f"{word}: {katakana} {similarity:g}")
+    return shown
+
+
+def _translated(
+    unit: str, options: list[tuple[str, str, float]], df: dict[str, int], chunks: int
+) -> bool:
+    """Whether the dictionary gives ``unit`` a translation the KB uses (its own word is
+    none)."""
+    for _, term, _ in options:
+        if term == unit:
+            continue
+        used = min((df.get(t, 0) for t in term.split(" ")), default=0)
+        if 0 < used <= COMMON_SHARE * chunks:
+            return True
+    return False
+
+
 def _value(choice: Choice) -> float:
     """How good a translation is for this KB: the dictionary's weight times how much the
     KB uses it (a word the notes use for the concept, not a rare synonym)."""
@@ -282,6 +363,18 @@ def search(ctx: QueryContext) -> LegResult | None:
     units, lacking = candidates(ctx, dictionary, script, settings.own_words)
     tokens = sorted({t for opts in units.values() for _, term, _ in opts for t in term.split(" ")})
     df, chunks = index.rows(tokens) if tokens else ({}, 0)
+    sounds: list[str] = []
+    if script == "other" and settings.transliterations > 0:
+        single = [u for u in english_units(ctx) if " " not in u]
+        targets = (
+            single
+            if settings.transliterate_all
+            else [u for u in single if not _translated(u, units.get(u, []), df, chunks)]
+        )
+        sounds = transliterate(ctx, index, units, targets, settings)
+        if sounds:
+            more = {t for opts in units.values() for _, term, _ in opts for t in term.split(" ")}
+            df, chunks = index.rows(sorted(more))
     chosen = choose(units, df, chunks, settings.translations)
     meta: dict[str, Any] = {
         "notes_japanese": round(share, 2),
@@ -290,6 +383,8 @@ def search(ctx: QueryContext) -> LegResult | None:
             for unit, opts in chosen.items()
         ],
     }
+    if sounds:
+        meta["transliterated"] = sounds
     unused = [u for u in units if u not in chosen and " " not in u]
     if lacking or unused:
         meta["untranslated"] = list(dict.fromkeys([*lacking, *unused]))

@@ -19,6 +19,7 @@ JAPANESE = {
     "state.md": "# 状態管理\n\nアプリの状態を一か所で管理します。\n",
     "component.md": "# コンポーネント\n\nコンポーネントは再利用できる部品です。\n",
     "garden.md": "# 庭の手入れ\n\nトマトには日光と水が必要です。\n",
+    "reactivity.md": "# リアクティビティー\n\nリアクティビティーは変化を追跡します。\n",
 }
 ENGLISH = {
     "state.md": "# Managing state\n\nKeep the application state in one place.\n",
@@ -26,7 +27,8 @@ ENGLISH = {
     "ship.md": "# Spaceship\n\nThe spaceship leaves at ten.\n",
 }
 QUERIES = {
-    "ja": ("how to embed images", "state", "component state", "bread garden"),
+    # "reactivity": through a transliteration (the katakana table, read from the store)
+    "ja": ("how to embed images", "state", "component state", "bread garden", "reactivity"),
     "en": ("状態の管理", "庭", "宇宙船"),
 }
 

@@ -1,0 +1,386 @@
+"""English words the dictionary lacks, matched with the katakana words the notes use.
+
+Technical Japanese writes a borrowed term in katakana (``reactivity`` -> ``リアクティビティー``,
+``composable`` -> ``コンポーザブル``), and JMdict lacks most of them. Both sides are reduced to
+a *consonant key*: the word's consonants in ten sound classes, vowels, glides and length
+marks out, repeats collapsed, so that the vowels katakana inserts between consonants
+(``ku``, ``ru``) and the ones English spells but does not say agree:
+
+* katakana, per character: ``カ`` K, ``ガ`` G, ``サ ザ シ ジ チ ツ`` S, ``タ テ ト`` T,
+  ``ダ デ ド`` D, ``ナ マ ン`` N, ``ハ フ`` H, ``バ ヴ`` B, ``パ`` P, ``ラ`` R; vowels,
+  ``ヤ ユ ヨ ワ`` (large or small), ``ッ`` and ``ー`` add nothing
+  (``リアクティビティー`` -> ``RKTBT``);
+* English, by rules of its spelling: ``c`` K (S before e, i, y), ``g`` G (also S before e,
+  i, y), ``ch`` S (also K), ``sh th s z j`` S, ``ti si ci`` before a vowel S (``-tion``),
+  ``ph f h`` H, ``v b`` B, ``l r`` R, ``m n`` N, ``x`` KS, ``ck q`` K; an ``r`` before a
+  consonant or at the end is silent, as katakana writes it (``server`` -> ``サーバー``);
+  vowels, ``w`` and ``y`` add nothing (``reactivity`` -> ``RKTBT``).
+
+An English word matches the KB's katakana words whose key is its key, or one edit away
+when the key has at least :data:`FUZZY_FROM` classes; a key under :data:`MIN_KEY` classes
+matches nothing (too many words share it). The table of the KB's katakana words (each
+with the chunks that hold it) is read once per state of the index, a page of chunks at a
+time through the storage contract (both backends), and kept per index.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+import weakref
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from groove_core.query import normalize
+
+#: A katakana word of the notes: a run of katakana and long-vowel marks, at least this long.
+MIN_LENGTH = 3
+#: Classes a key needs to match anything; from FUZZY_FROM, one edit is allowed.
+MIN_KEY = 3
+FUZZY_FROM = 6
+#: Similarity of a key one edit away (an exact key: up to 1).
+FUZZY = 0.7
+#: An exact key's vowels: below this share agreeing it is no match; their share of the
+#: similarity (all agreeing: 1; none comparable, 0.5 agreeing: 1 - VOWEL_SHARE / 2).
+MIN_VOWELS = 0.5
+VOWEL_SHARE = 0.25
+#: Keys tried per English word (the spelling's ambiguous letters), at most.
+MAX_VARIANTS = 8
+
+_KATAKANA_WORD = re.compile(f"[\u30a1-\u30fa\u30fc]{{{MIN_LENGTH},}}")
+_LATIN = re.compile("[a-z]+")
+
+_CLASSES = {
+    "K": "カキクケコヵヶ",
+    "G": "ガギグゲゴ",
+    "S": "サシスセソザジズゼゾチツヂヅ",
+    "T": "タテト",
+    "D": "ダデド",
+    "N": "ナニヌネノマミムメモン",
+    "H": "ハヒフヘホ",
+    "B": "バビブベボヴ",
+    "P": "パピプペポ",
+    "R": "ラリルレロ",
+}
+_KANA_CLASS = {kana: cls for cls, kanas in _CLASSES.items() for kana in kanas}
+_VOWELS = frozenset("aeiouy")
+_KANA_VOWELS = frozenset("アイウエオヤユヨワァィゥェォャュョヮ")
+_PLAIN = {
+    "b": "B",
+    "v": "B",
+    "d": "D",
+    "f": "H",
+    "h": "H",
+    "j": "S",
+    "k": "K",
+    "q": "K",
+    "l": "R",
+    "m": "N",
+    "n": "N",
+    "p": "P",
+    "s": "S",
+    "z": "S",
+    "t": "T",
+}
+
+
+#: A sound: its class and the vowel spoken after it ("" for none), e.g. ("T", "i").
+Sound = tuple[str, str]
+
+_KANA_VOWEL = dict(
+    zip(
+        "アイウエオカキクケコガギグゲゴサシスセソザジズゼゾタチツテトダヂヅデドナニヌネノ"
+        "ハヒフヘホバビブベボパピプペポマミムメモラリルレロヴヵヶ",
+        "aiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueoaiueouae",
+        strict=True,
+    )
+)
+_SMALL_VOWEL = dict(zip("ァィゥェォャュョ", "aiueoauo", strict=True))
+#: The katakana vowels an English vowel letter after a consonant is written with.
+_ALLOWED = {
+    "a": "ae",
+    "e": "eia",
+    "i": "ia",
+    "o": "oau",
+    "u": "ua",
+    "y": "ia",
+}
+
+
+def _collapse(sounds: list[Sound]) -> list[Sound]:
+    """Repeats of a class as one sound (``ッ``, ``ss``, ``サス``), with the first vowel."""
+    out: list[Sound] = []
+    for cls, vowel in sounds:
+        if out and out[-1][0] == cls:
+            if not out[-1][1]:
+                out[-1] = (cls, vowel)
+            continue
+        out.append((cls, vowel))
+    return out
+
+
+def katakana_sounds(word: str) -> list[Sound]:
+    """A katakana word's sounds: each consonant's class and vowel (``ティ`` T i)."""
+    out: list[Sound] = []
+    for c in word:
+        cls = _KANA_CLASS.get(c)
+        if cls is not None:
+            out.append((cls, "" if c == "ン" else _KANA_VOWEL.get(c, "")))
+        elif c in _SMALL_VOWEL and out:
+            out[-1] = (out[-1][0], _SMALL_VOWEL[c])
+    return _collapse(out)
+
+
+def katakana_key(word: str) -> str:
+    """The consonant key of a katakana word (``コンポーザブル`` -> ``KNPSBR``)."""
+    return "".join(cls for cls, _ in katakana_sounds(word))
+
+
+def _units(word: str) -> list[tuple[tuple[str, ...], str]]:
+    """The word's letters left to right as (the classes they may sound as, '' silent, and
+    the vowel letter they are, if one)."""
+    out: list[tuple[tuple[str, ...], str]] = []
+    n, i = len(word), 0
+
+    def at(j: int) -> str:
+        return word[j] if 0 <= j < n else ""
+
+    while i < n:
+        c, nxt = word[i], at(i + 1)
+        if c in _VOWELS:
+            # a final e is silent (store, module), so is any vowel after a silent letter
+            silent = c == "e" and i == n - 1 and n > 3
+            out.append((("",), "" if silent else c))
+            i += 1
+        elif c == "w":
+            out.append((("",), ""))
+            i += 1
+        elif word.startswith("tch", i):
+            out.append((("S",), ""))
+            i += 3
+        elif c == "c" and nxt == "h":
+            out.append((("S", "K"), ""))
+            i += 2
+        elif c in "st" and nxt == "h":
+            out.append((("S",), ""))
+            i += 2
+        elif c == "p" and nxt == "h":
+            out.append((("H",), ""))
+            i += 2
+        elif c == "g" and nxt == "h":
+            out.append((("G",) if i == 0 else ("",), ""))
+            i += 2
+        elif c == "c" and nxt == "k":
+            out.append((("K",), ""))
+            i += 2
+        elif c in "tsc" and nxt == "i" and at(i + 2) in ("a", "o", "u") and i > 0:
+            out.append((("S",), ""))  # -tion, -sion, -cial: the i is part of the sound
+            i += 2
+        elif c == "c":
+            out.append((("S",) if nxt in ("e", "i", "y") else ("K",), ""))
+            i += 1
+        elif c == "g":
+            out.append((("G", "S") if nxt in ("e", "i", "y") else ("G",), ""))
+            i += 1
+        elif c == "x":
+            out.append((("K",), ""))
+            out.append((("S",), ""))
+            i += 1
+        elif c == "r":
+            # silent before a consonant, at the end, or before a final e (store, feature)
+            rest = word[i + 1 :].lstrip("r")
+            spoken = bool(rest) and rest[0] in _VOWELS and rest != "e"
+            out.append((("R",) if spoken else ("",), ""))
+            i += 1 + (len(word[i + 1 :]) - len(rest))
+        else:
+            out.append(((_PLAIN.get(c, ""),), ""))
+            i += 1
+    return out
+
+
+def singular(word: str) -> str | None:
+    """``slots`` -> ``slot``: katakana writes a borrowed noun in the singular."""
+    if len(word) > 4 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        return word[:-1]
+    return None
+
+
+def transliterable(word: str) -> bool:
+    """Whether ``word`` (as the query wrote it) may be a loanword: Latin letters with a
+    vowel, not a camel-case identifier (``markRaw``, ``h2``) nor an acronym (``jsx``,
+    ``SSR``); a Pascal-case name is its words run together (``TransitionGroup``, which
+    katakana writes トランジショングループ)."""
+    if not word.isascii() or not word.isalpha() or not any(c in "aeiouy" for c in word):
+        return False
+    return word.islower() or (word[0].isupper() and not word.isupper())
+
+
+def english_sounds(word: str) -> list[list[Sound]]:
+    """The sounds an English word may have (its ambiguous letters, and a plural's singular,
+    give several spellings), the likeliest first; empty for anything but a Latin word."""
+    word = word.lower()
+    if not _LATIN.fullmatch(word):
+        return []
+    found: dict[str, list[Sound]] = {}
+    for form in filter(None, (word, singular(word))):
+        variants: list[list[Sound]] = [[]]
+        for options, vowel in _units(form):
+            if vowel:
+                for sounds in variants:  # the first vowel after a consonant is its vowel
+                    if sounds and not sounds[-1][1] and sounds[-1][0]:
+                        sounds[-1] = (sounds[-1][0], vowel)
+                continue
+            variants = [
+                [*sounds, (cls, "")] if cls else list(sounds)
+                for sounds in variants
+                for cls in options
+            ][:MAX_VARIANTS]
+        for sounds in variants:
+            clean = _collapse(sounds)
+            found.setdefault("".join(cls for cls, _ in clean), clean)
+    return list(found.values())[:MAX_VARIANTS]
+
+
+def english_keys(word: str) -> list[str]:
+    """The consonant keys of :func:`english_sounds` (``reactivity`` -> ``RKTBT``)."""
+    return ["".join(cls for cls, _ in sounds) for sounds in english_sounds(word)]
+
+
+def vowels_agree(english: list[Sound], katakana: list[Sound]) -> float:
+    """The share of the vowels both spell (aligned sound by sound) that katakana writes as
+    the English letter may sound (``a``: ア or エ); when none can be compared, 0.5 for a
+    long key and 0 for a short one (under FUZZY_FROM classes: too many words share it)."""
+    compared = agreed = 0
+    for (_, ev), (_, kv) in zip(english, katakana, strict=False):
+        if ev and kv:
+            compared += 1
+            agreed += kv in _ALLOWED[ev]
+    if compared:
+        return agreed / compared
+    return 0.5 if len(english) >= FUZZY_FROM else 0.0
+
+
+def _opens_with_vowel(word: str) -> bool:
+    """Whether a word starts with a vowel sound (a glide counts: ``yield`` ユ, ``watch`` ウ)."""
+    return word[:1].lower() in "aeiouwy" or word[:1] in _KANA_VOWELS
+
+
+def _distance_at_most_one(a: str, b: str) -> bool:
+    if a == b:
+        return True
+    if abs(len(a) - len(b)) > 1:
+        return False
+    if len(a) == len(b):
+        return sum(x != y for x, y in zip(a, b, strict=True)) == 1
+    short, long_ = (a, b) if len(a) < len(b) else (b, a)
+    return any(long_[:i] + long_[i + 1 :] == short for i in range(len(long_)))
+
+
+def _deletions(key: str) -> set[str]:
+    return {key[:i] + key[i + 1 :] for i in range(len(key))}
+
+
+@dataclass
+class KatakanaTable:
+    """The KB's katakana words by consonant key, each with the chunks holding it."""
+
+    df: dict[str, int] = field(default_factory=dict)
+    by_key: dict[str, list[str]] = field(default_factory=dict)
+    #: a key less one class -> the keys (of FUZZY_FROM - 1 classes or more) it comes from
+    near: dict[str, list[str]] = field(default_factory=dict)
+    chunks: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> KatakanaTable:
+        started = time.process_time()
+        df: dict[str, int] = defaultdict(int)
+        chunks = 0
+        for text in texts:
+            chunks += 1
+            for found in set(_KATAKANA_WORD.findall(normalize(text))):
+                df[found] += 1
+        by_key: dict[str, list[str]] = defaultdict(list)
+        for found in df:
+            key = katakana_key(found)
+            if len(key) >= MIN_KEY:
+                by_key[key].append(found)
+        near: dict[str, list[str]] = defaultdict(list)
+        for key in by_key:
+            if len(key) >= FUZZY_FROM - 1:
+                for shorter in _deletions(key):
+                    near[shorter].append(key)
+        return cls(dict(df), dict(by_key), dict(near), chunks, time.process_time() - started)
+
+    def matches(self, word: str) -> list[tuple[str, float]]:
+        """(katakana word, similarity 0-1) the English ``word`` (as the query wrote it) may
+        be written as in the KB, best first (ties: the more chunks, then the word)."""
+        if not transliterable(word):
+            return []
+        scores: dict[str, float] = {}
+        opens = _opens_with_vowel(word)
+        for rank, sounds in enumerate(english_sounds(word)):
+            key = "".join(cls for cls, _ in sounds)
+            if len(key) < MIN_KEY:
+                continue
+            first = 1.0 - 0.05 * rank  # a later spelling of the word is a little less likely
+            for found in self.by_key.get(key, ()):
+                agree = vowels_agree(sounds, katakana_sounds(found))
+                if agree >= MIN_VOWELS:
+                    score = first * (1 - VOWEL_SHARE + VOWEL_SHARE * agree)
+                    scores[found] = max(scores.get(found, 0.0), score)
+            if len(key) < FUZZY_FROM:
+                continue
+            keys = set(self.near.get(key, ()))
+            for shorter in _deletions(key):
+                if shorter in self.by_key:
+                    keys.add(shorter)
+                keys.update(self.near.get(shorter, ()))
+            for other in keys:
+                if other != key and _distance_at_most_one(key, other):
+                    for found in self.by_key[other]:
+                        scores[found] = max(scores.get(found, 0.0), FUZZY * first)
+        kept = [(w, round(s, 3)) for w, s in scores.items() if _opens_with_vowel(w) == opens]
+        return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
+
+
+def covering(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """Without the words that hold another of ``found`` (``リアクティビティー`` holds
+    ``リアクティビティ``): a phrase search for the shorter finds the longer too."""
+    words = [w for w, _ in found]
+    return [(w, s) for w, s in found if not any(o != w and o in w for o in words)]
+
+
+_tables: weakref.WeakKeyDictionary[Any, tuple[int, KatakanaTable]] = weakref.WeakKeyDictionary()
+
+
+#: Chunks read per page when the table is built.
+PAGE = 2000
+
+
+def chunk_texts(store: Any) -> Iterable[str]:
+    """Every chunk's text (its context: title and heading path; and content), a page at a
+    time through the storage contract (``SearchStore.chunk_texts``: both backends)."""
+    after = 0
+    while page := store.chunk_texts(after, PAGE):
+        for _, context, content in page:
+            yield f"{context} {content}"
+        after = page[-1][0]
+
+
+def katakana_table(store: Any, index: Any, total: int) -> KatakanaTable:
+    """The KB's katakana table, built once per state of the index (its chunk count, as
+    the notes' script share is) and kept per index object."""
+    try:
+        cached = _tables.get(index)
+    except TypeError:  # an index that cannot be weakly referenced: built per query
+        cached = None
+    if cached is not None and cached[0] == total:
+        return cached[1]
+    table = KatakanaTable.build(chunk_texts(store))
+    with contextlib.suppress(TypeError):
+        _tables[index] = (total, table)
+    return table

@@ -1,0 +1,131 @@
+"""The transliteration step: English words matched with the katakana words the notes use
+(``reactivity`` -> リアクティビティー, ``composable`` -> コンポーザブル), inside real searches
+over tiny KBs with the fixture dictionary (which has neither word)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from groove_bilingual import transliteration
+from groove_bilingual.transliteration import (
+    KatakanaTable,
+    covering,
+    english_keys,
+    katakana_key,
+    transliterable,
+)
+
+from groove_core.app import Groove
+from groove_core.models import LegResult
+from groove_core.testing import FAST_CONFIG, make_kb, open_kb
+
+NOTES = {
+    "reactivity.md": "# リアクティビティーの基礎\n\nリアクティビティーは状態の変化を追跡します。\n",
+    "composables.md": "# コンポーザブル\n\nコンポーザブルはロジックを再利用する関数です。\n",
+    "slots.md": "# スロット\n\n親から子へテンプレートを渡すスロット。\n",
+    "garden.md": "# 庭の手入れ\n\nトマトには日光と水が必要です。\n",
+}
+
+
+def _app(tmp_path: Path, jmdict: Path, extra: str = "") -> Groove:
+    config = f'{FAST_CONFIG}[search.bilingual]\ndictionary = "{jmdict}"\n{extra}'
+    return open_kb(make_kb(tmp_path / "kb", NOTES, config=config))
+
+
+def _leg(app: Groove, query: str, **args: Any) -> LegResult:
+    _, legs, _ = app.search_explained(query, **args)
+    return next(leg for leg in legs if leg.name == "bilingual")
+
+
+def _paths(app: Groove, leg: LegResult) -> list[str]:
+    rows = app.store.chunk_rows([hit.chunk_id for hit in leg.hits])
+    return list(dict.fromkeys(rows[hit.chunk_id].path for hit in leg.hits))
+
+
+@pytest.mark.parametrize(
+    ("english", "katakana"),
+    [
+        ("reactivity", "リアクティビティー"),
+        ("composable", "コンポーザブル"),
+        ("component", "コンポーネント"),
+        ("hydration", "ハイドレーション"),
+        ("server", "サーバー"),
+        ("slots", "スロット"),  # a plural: its singular
+        ("TransitionGroup", "トランジショングループ"),  # a Pascal-case name: its words
+    ],
+)
+def test_an_english_word_and_its_katakana_share_a_consonant_key(
+    english: str, katakana: str
+) -> None:
+    assert katakana_key(katakana) in english_keys(english)
+
+
+def test_identifiers_and_acronyms_are_not_transliterated() -> None:
+    assert transliterable("reactivity") and transliterable("Teleport")
+    assert not transliterable("markRaw")  # camel case: an API name, written in Latin
+    assert not transliterable("jsx") and not transliterable("SSR") and not transliterable("h2")
+
+
+def test_the_table_matches_by_sound_and_vowels() -> None:
+    table = KatakanaTable.build(
+        ["リアクティビティー と リアクティビティ", "コンポーザブル", "タイムアウト", "ホスト"]
+    )
+    assert covering(table.matches("reactivity")) == [("リアクティビティ", 1.0)]
+    assert table.matches("composable") == [("コンポーザブル", 1.0)]
+    # same consonants (H S T), vowels that disagree: no match
+    assert table.matches("faster") == []
+    assert table.matches("garden") == [] and table.matches("zyxwv") == []
+
+
+def test_reactivity_finds_the_note_that_writes_it_in_katakana(tmp_path: Path, jmdict: Path) -> None:
+    app = _app(tmp_path, jmdict)
+    leg = _leg(app, "reactivity")
+    assert _paths(app, leg) == ["reactivity.md"]
+    assert leg.meta["transliterated"] == ["reactivity: リアクティビティー 1"]
+    assert leg.meta["translations"][0].startswith("reactiv: リアクティビティー 1 (df ")
+    assert app.search("reactivity", limit=3).results[0].path == "reactivity.md"
+    composable = _leg(app, "Composables")
+    assert _paths(app, composable) == ["composables.md"]
+    assert composable.meta["transliterated"] == ["Composables: コンポーザブル 0.95"]
+
+
+def test_an_unrelated_word_matches_nothing(tmp_path: Path, jmdict: Path) -> None:
+    app = _app(tmp_path, jmdict)
+    leg = _leg(app, "zyxwv quantum")
+    assert leg.hits == () and "transliterated" not in leg.meta
+    assert leg.meta["skipped"] is True
+
+
+def test_it_can_be_turned_off_or_kept_to_words_the_dictionary_lacks(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    off = _app(tmp_path / "off", jmdict, "transliterations = 0\n")
+    leg = _leg(off, "reactivity")
+    assert leg.hits == () and "transliterated" not in leg.meta
+    # the fixture dictionary translates "state" (状態): with transliterate_all off it is
+    # not transliterated, "slots" (not in the dictionary) is
+    lacking = _app(tmp_path / "lacking", jmdict, "transliterate_all = false\n")
+    assert _leg(lacking, "state slots").meta["transliterated"] == ["slots: スロット 0.95"]
+
+
+def test_the_table_is_built_once_per_index_state(
+    tmp_path: Path, jmdict: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = _app(tmp_path, jmdict)
+    built: list[int] = []
+    real = KatakanaTable.build.__func__  # type: ignore[attr-defined]
+
+    def counting(cls: type[KatakanaTable], texts: Any) -> KatakanaTable:
+        table: KatakanaTable = real(cls, texts)
+        built.append(table.chunks)
+        return table
+
+    monkeypatch.setattr(KatakanaTable, "build", classmethod(counting))
+    transliteration._tables.clear()
+    for query in ("reactivity", "composable", "slots", "reactivity"):
+        _leg(app, query)
+    assert built == [len(NOTES)]  # one chunk per note, read once
+    # a word is searched through at most `transliterations` katakana words
+    assert _leg(app, "reactivity").meta["searched"] <= 2
