@@ -89,22 +89,33 @@ def by_scores(
             return by_rank(leg)
         # a value that is not finite counts as the floor; an infinite best is not a
         # best (it would turn every share into 0)
-        return [
-            min(1.0, max(0.0, (v - floor) / (best - floor))) if math.isfinite(v) else 0.0
-            for v in values
-        ]
+        return [share(v, best, floor) for v in values]
 
     return _sum(legs, size, lambda leg, w: [w * share for share in shares(leg)])
 
 
+def score_value(raw: float, scale: ScoreScale) -> tuple[float, float]:
+    """A raw score as a value on which larger is better, and the scale's floor (the
+    ``rank`` scale has none: its raw score is returned as it is)."""
+    if scale == "bm25":
+        return -raw, 0.0
+    if scale == "distance":  # unit vectors: |a - b|^2 = 2 - 2 cos
+        return 1.0 - raw * raw / 2.0, -1.0
+    return raw, 0.0
+
+
+def share(value: float, best: float, floor: float) -> float:
+    """A value's share of the best, both measured from the floor (0 for a value that is not
+    finite)."""
+    if not math.isfinite(value):
+        return 0.0
+    return min(1.0, max(0.0, (value - floor) / (best - floor)))
+
+
 def _values(leg: LegResult, scale: ScoreScale) -> tuple[list[float], float]:
     """The leg's hits as values on which larger is better, and the scale's floor."""
-    raw = [hit.raw_score for hit in leg.hits]
-    if scale == "bm25":
-        return [-r for r in raw], 0.0
-    if scale == "distance":  # unit vectors: |a - b|^2 = 2 - 2 cos
-        return [1.0 - r * r / 2.0 for r in raw], -1.0
-    return raw, 0.0
+    floor = score_value(0.0, scale)[1]
+    return [score_value(hit.raw_score, scale)[0] for hit in leg.hits], floor
 
 
 def _ranks(leg: LegResult) -> range:

@@ -1,10 +1,12 @@
 """Searching several knowledge bases at once, and merging their results into one ranking.
 
-Each KB runs its own whole pipeline (its config, plugins and index). The merge is then one
-reciprocal rank fusion over all KBs' legs: every leg's candidates from every KB are put in
+Each KB runs its own whole pipeline (its config, plugins and index). The merge then fuses
+all KBs' legs as one KB's fusion would: every leg's candidates from every KB are put in
 one ranking by the leg's own score (the order each KB's leg already uses), and each KB's
-final hits are scored again with their ranks in those merged legs, with the leg weights
-their own KB gave them. Vector distances from one embedder are comparable across KBs, which
+final hits are scored again in those merged legs, with the leg weights their own KB gave
+them: by their raw scores' share of the best any KB's leg found when every KB fuses by
+scores (the default; the scores are then on one KB's scale), else by their merged ranks
+(reciprocal rank fusion). Vector distances from one embedder are comparable across KBs, which
 is why every KB searched together must use the same embedder; bm25 scores come from each
 KB's own term statistics, close enough to rank by. Searching two KBs then ranks nearly as
 one index holding both would (docs/several-kbs.md has the figures); a merge of the final
@@ -13,7 +15,8 @@ lists by rank alone cannot, as it interleaves the KBs whatever the query is abou
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Unpack
@@ -24,7 +27,7 @@ from groove_core.search_request import SearchArgs, SearchRequest
 if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.context import QueryContext
-    from groove_core.models import LegResult, SearchHit, SearchResponse
+    from groove_core.models import LegResult, ScoreScale, SearchHit, SearchResponse
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,7 @@ def search_kbs(
         responses,
         [r[1] for r in runs],
         [kb.app.config.search.fusion.rrf_k for kb in kbs],
+        _scales(kbs),
     )
     nested = overlaps(kbs)
     if nested:
@@ -183,6 +187,20 @@ def search_kbs(
         ),
         runs=tuple(KbRun(kb.name, *run) for kb, run in zip(kbs, runs, strict=True)),
     )
+
+
+def _scales(kbs: Sequence[NamedKb]) -> dict[str, ScoreScale] | None:
+    """Leg name -> score scale when every KB fuses by scores (then the merge does too),
+    else None (the merge is RRF's)."""
+    from groove_core.fusion import leg_scales
+
+    if any(kb.app.config.search.fusion.method != "scores" for kb in kbs):
+        return None
+    scales: dict[str, ScoreScale] = {}
+    for kb in kbs:
+        for name, scale in leg_scales(kb.app.plugins.leg_specs()).items():
+            scales.setdefault(name, scale)
+    return scales
 
 
 def overlaps(kbs: Sequence[NamedKb]) -> list[str]:
@@ -224,25 +242,74 @@ def merge(
     responses: Sequence[SearchResponse],
     legs: Sequence[Sequence[LegResult]],
     rrf_k: Sequence[float],
+    scales: Mapping[str, ScoreScale] | None = None,
 ) -> list[tuple[str, SearchHit]]:
-    """Every KB's final hits in one ranking, best first, each scored by RRF over its ranks
-    in the merged legs (see the module docstring); ties keep a stable order."""
+    """Every KB's final hits in one ranking, best first (see the module docstring); ties
+    keep a stable order. Each hit is scored over its legs with the weights its own KB gave
+    them: by RRF over its ranks in the merged legs, or, with ``scales`` (every KB fuses by
+    scores: leg name -> score scale), as one KB's score fusion scores it, its raw score's
+    share of the best any KB's leg of that name found, so that the scores are on one KB's
+    scale (``--min-score`` means the same with one KB or several)."""
     ranks = _merged_leg_ranks(legs)
+    best = _merged_bests(legs, scales) if scales is not None else {}
     scored = []
     for i, response in enumerate(responses):
         weights = {leg.name: float(leg.meta.get("weight", 1.0)) for leg in legs[i]}
         for local, hit in enumerate(response.results):
-            score, best = 0.0, 10**9
-            for leg_name in hit.legs:
+            score, top = 0.0, 10**9
+            for leg_name, (_, raw) in hit.legs.items():
                 weight = weights.get(leg_name, 1.0)
                 rank = ranks.get((leg_name, i, hit.chunk_id))
                 if rank is None or weight <= 0:
                     continue
-                score += weight / (rrf_k[i] + rank)
-                best = min(best, rank)
-            scored.append((-score, best, local, i, names[i], replace(hit, score=score)))
+                if scales is not None:
+                    bound = best.get(leg_name)
+                    score += weight * _share(raw, rank, rrf_k[i], scales.get(leg_name), bound)
+                else:
+                    score += weight / (rrf_k[i] + rank)
+                top = min(top, rank)
+            scored.append((-score, top, local, i, names[i], replace(hit, score=score)))
     scored.sort(key=lambda item: item[:4])
     return [(name, hit) for *_, name, hit in scored]
+
+
+def _merged_bests(
+    legs: Sequence[Sequence[LegResult]], scales: Mapping[str, ScoreScale]
+) -> dict[str, tuple[float, float]]:
+    """Leg name -> (the best value any KB's leg of that name found, the scale's floor), on
+    the leg's scale (larger is better: ``groove_core.fusion.score_value``); a leg on the
+    rank scale, or with no value above its floor, is left out (its order ranks it)."""
+    from groove_core.fusion import score_value
+
+    out: dict[str, tuple[float, float]] = {}
+    for kb_legs in legs:
+        for leg in kb_legs:
+            scale = scales.get(leg.name, "rank")
+            if scale == "rank":
+                continue
+            for hit in leg.hits:
+                value, floor = score_value(hit.raw_score, scale)
+                top = out.get(leg.name, (floor, floor))[0]
+                if math.isfinite(value) and value > top:
+                    out[leg.name] = (value, floor)
+    return out
+
+
+def _share(
+    raw: float,
+    rank: int,
+    k: float,
+    scale: ScoreScale | None,
+    bound: tuple[float, float] | None,
+) -> float:
+    """A hit's share of its merged leg, as the score fusion computes one KB's: its value
+    over the best any KB's leg found (``bound``), or by its merged rank where the leg's
+    scores say nothing (``groove_core.fusion.by_scores``)."""
+    from groove_core.fusion import score_value, share
+
+    if scale is None or scale == "rank" or bound is None:
+        return (k + 1.0) / (k + rank)
+    return share(score_value(raw, scale)[0], *bound)
 
 
 def _merged_leg_ranks(legs: Sequence[Sequence[LegResult]]) -> dict[tuple[str, int, int], int]:

@@ -227,6 +227,25 @@ def test_the_merge_ranks_as_one_index_would(two_kbs: tuple[Path, Path], tmp_path
         assert prefix + merged.hit.path == single.path, query
 
 
+def test_merged_scores_are_on_one_kbs_scale(two_kbs: tuple[Path, Path], tmp_path: Path) -> None:
+    """A hit holding every leg's best of all KBs scores as its KB alone scores it, so that
+    --min-score means the same with one KB or several (issue #44's walk, finding 7); a KB
+    fusing by RRF makes the merge RRF's."""
+    a, b = two_kbs
+    kbs = open_kbs([a, b])
+    alone = open_kb(b, index=False)
+    query = "reciprocal rank fusion"
+    merged = search_kbs(kbs, query, limit=3).results
+    single = alone.search(query, limit=1).results[0]
+    assert (merged[0].kb, merged[0].hit.path) == ("handbook", single.path)
+    assert merged[0].hit.score == pytest.approx(single.score)
+    assert merged[0].hit.score > 1.0  # RRF's scores stay under 0.1
+    rrf = make_kb(tmp_path / "rrf", NOTES, config=FAST_CONFIG + '[search.fusion]\nmethod = "rrf"\n')
+    open_kb(rrf).close()
+    mixed = search_kbs(open_kbs([rrf, b]), query, limit=3).results
+    assert mixed[0].hit.path == single.path and mixed[0].hit.score < 0.1
+
+
 def test_kbs_with_different_embedders_are_not_searched_together(
     two_kbs: tuple[Path, Path],
 ) -> None:
