@@ -176,14 +176,21 @@ def _scan(text: str) -> Iterator[_Token]:
     """Split the cleaned query into tokens, marking ``-token`` and ``-"phrase"`` exclusions.
 
     A ``-`` counts only at the start of a token and only when something follows it, so a
-    hyphen inside a word (``state-of-the-art``) or a lone ``-`` is ordinary punctuation.
+    hyphen inside a word (``state-of-the-art``) or a lone ``-`` is ordinary punctuation, and
+    so is a doubled one: ``--noEmit`` in a pasted command line is an option, not an
+    exclusion.
     """
     i = 0
     while i < len(text):
         if text[i].isspace():
             i += 1
             continue
-        negative = text[i] == _EXCLUDE and i + 1 < len(text) and not text[i + 1].isspace()
+        negative = (
+            text[i] == _EXCLUDE
+            and i + 1 < len(text)
+            and not text[i + 1].isspace()
+            and text[i + 1] != _EXCLUDE
+        )
         parts, i = _read_token(text, i + 1 if negative else i)
         yield _Token(parts, negative)
 

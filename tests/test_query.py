@@ -268,6 +268,14 @@ def test_hyphen_inside_a_word_or_alone_is_not_an_exclusion() -> None:
     assert parsed.embed_text == "foo - bar"
 
 
+def test_a_doubled_hyphen_is_an_option_not_an_exclusion() -> None:
+    # a pasted command line: "vue-tsc --noEmit" searched its flag away (issue #42)
+    parsed = parse_query("vue-tsc --noEmit fails on $translate")
+    assert parsed.negatives == ()
+    assert "noEmit" in parsed.positives
+    assert parse_query("rust -async").negatives == ("async",)
+
+
 def test_short_positives_with_exclusions_fall_back_to_positive_text_only() -> None:
     parsed = parse_query("AI と ML -foo")
     assert parsed.match_expr == '("AI と ML") NOT ("foo")'
