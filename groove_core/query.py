@@ -12,6 +12,7 @@ The user-facing syntax is described in ``docs/query-syntax.md``.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -310,16 +311,71 @@ def _part_phrases(part: _Part) -> Iterator[str]:
         yield from _run_phrases(runs)
 
 
+#: A line of a pasted log that locates rather than says: a stack frame (JavaScript, Java,
+#: Python, Firefox/Safari, a console's ``fn @ file:line``, Vue's component trace
+#: ``at <App>``), a code frame (``12 |``), a caret line, a bundler's ``Plugin:`` / ``File:``.
+_FRAME = re.compile(
+    r"""^\s*(?:
+        at\s+\S.*(?:\(.*:\d+(?::\d+)?\)|:\d+:\d+|\(native\)|\(<anonymous>\))\s*$
+      | at\s+[\w$.<>]+\(.*\)\s*$
+      | at\s+<
+      | File\s+".*",\s+line\s+\d+
+      | \S*@\S+:\d+(?::\d+)?\s*$
+      | \S.*\s@\s\S+:\d+(?::\d+)?\s*$
+      | >?\s*\d+\s*\|
+      | \|?\s*\^+[~^]*\s*$
+      | (?:Plugin|File|Caused\ by|id):\s
+      | \.\.\.\s*\d+\s+more
+    )""",
+    re.VERBOSE,
+)
+#: A line of a pasted log that says what went wrong.
+_TELLS = re.compile(
+    r"\b(?:\w*Error|\w*Exception|error|warn(?:ing)?|fail(?:ed|ure|s)?|cannot|can't|invalid|"
+    r"unexpected|not\s+(?:defined|found|a\s+function|allowed|supported))\b",
+    re.IGNORECASE,
+)
+#: A multi-line query is a pasted log from this many frame lines on (or when it is longer
+#: than the embedder reads).
+MIN_FRAMES = 2
+
+
+def _telling_first(text: str) -> list[str]:
+    """A pasted log's lines in three groups, the most telling first: the lines that say
+    what went wrong (an error, a warning), its other lines, its frames (each group in its
+    own order); ``[text]`` for anything else. A stack trace's message (``inject() can only
+    be used inside setup()``) is what the user wants explained; its frames and log chatter
+    name files, functions and line numbers that are rare in the notes for no reason and
+    would take the phrase cap's places and the embedder's characters (issue #42: with the
+    message after 2,000 characters of a console dump, no leg found the page)."""
+    if "\n" not in text:
+        return [text]
+    lines = text.splitlines()
+    frames = [bool(_FRAME.match(line)) for line in lines]
+    if sum(frames) < MIN_FRAMES and len(text) <= MAX_QUERY_CHARS:
+        return [text]
+    groups: list[list[str]] = [[], [], []]
+    for line, frame in zip(lines, frames, strict=True):
+        groups[2 if frame else 0 if _TELLS.search(line) else 1].append(line)
+    return ["\n".join(group) for group in groups]
+
+
 def _dedupe(phrases: Iterable[str]) -> list[str]:
     """Drop repeated phrases, keeping the first occurrence's position."""
     return list(dict.fromkeys(phrases))
 
 
 def _cap(
-    phrases: list[str], limit: int, kind: str, rarity: Rarity | None = None
+    phrases: list[str],
+    limit: int,
+    kind: str,
+    rarity: Rarity | None = None,
+    groups: Sequence[int] | None = None,
 ) -> tuple[tuple[str, ...], QueryWarning | None]:
     """Keep ``limit`` phrases, in query order: the rarest by ``rarity`` when given, else the
-    first. Say so, with what was dropped, when cutting.
+    first; with ``groups`` (each phrase's group, a pasted log's: 0 its telling lines, 1 the
+    rest, 2 its frames), a lower group's before a higher one's, each group by rarity. Say
+    so, with what was dropped, when cutting.
 
     Rarest, because a long question's first words are rarely its point: on cranfield-en with
     the cap at 6, keeping the phrases fewest chunks hold took the lexical legs' nDCG@10 from
@@ -327,11 +383,12 @@ def _cap(
     """
     if len(phrases) <= limit:
         return tuple(phrases), None
+    rank = groups if groups is not None else [0] * len(phrases)
     if rarity is None:
         kept, which = phrases[:limit], "the first"
     else:
         counts = rarity(phrases)
-        order = sorted(range(len(phrases)), key=lambda i: (_rank_key(counts[i]), i))
+        order = sorted(range(len(phrases)), key=lambda i: (rank[i], _rank_key(counts[i]), i))
         kept, which = [phrases[i] for i in sorted(order[:limit])], "the most distinctive"
     chosen = set(kept)
     dropped = tuple(p for p in phrases if p not in chosen)
@@ -436,7 +493,10 @@ def parse_query(
         raise ValueError(f"max_phrases must be at least 1, got {max_phrases}")
     # NFKC can lengthen text (one ligature becomes up to 18 characters): cut again after it.
     read = normalize(text[:MAX_INPUT_CHARS])[:MAX_INPUT_CHARS]
-    tokens = list(_scan(_clean(read)))
+    groups = [list(_scan(_clean(group))) for group in _telling_first(read)]
+    if len(groups) > 1:  # a pasted log: a "-" in it is punctuation, never an exclusion
+        groups = [[t for t in group if not t.negative] for group in groups]
+    tokens = [t for group in groups for t in group]
     kept = [t for t in tokens if not t.negative]
     excluded = [t for t in tokens if t.negative]
 
@@ -451,12 +511,24 @@ def parse_query(
             'or quote the term to search for a literal leading hyphen ("-word")'
         )
 
-    positive_list = _dedupe(p for t in kept for part in t.parts for p in _part_phrases(part))
+    first_seen: dict[str, int] = {}  # phrase -> the group it first occurs in
+    for rank, group in enumerate(groups):
+        for t in group:
+            for part in () if t.negative else t.parts:
+                for phrase in _part_phrases(part):
+                    first_seen.setdefault(phrase, rank)
+    positive_list = list(first_seen)
     negative_list = _dedupe(p for t in excluded for part in t.parts for p in _part_phrases(part))
     fts_skipped = len(embed_text) < MIN_PHRASE_CHARS
     if not positive_list and not fts_skipped:
         positive_list = [embed_text]  # every fragment under 3: search the query verbatim
-    positives, positive_warning = _cap(positive_list, max_phrases, "positive", rarity)
+    positives, positive_warning = _cap(
+        positive_list,
+        max_phrases,
+        "positive",
+        rarity,
+        list(first_seen.values()) if len(groups) > 1 else None,
+    )
     negatives, negative_warning = _cap(negative_list, max_phrases, "negative")
     warnings = [w for w in (positive_warning, negative_warning) if w is not None]
     if long:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -266,6 +266,40 @@ def test_hyphen_inside_a_word_or_alone_is_not_an_exclusion() -> None:
     parsed = parse_query("foo - bar")
     assert parsed.negatives == ()
     assert parsed.embed_text == "foo - bar"
+
+
+TRACE = (
+    "Uncaught (in promise) TypeError: Cannot read properties of undefined (reading 'id')\n"
+    "    at setup (/app/src/components/UserCard.vue:18:22)\n"
+    "    at callWithErrorHandling (/app/node_modules/runtime-core.cjs.js:200:19)\n"
+    "    at setupStatefulComponent (/app/node_modules/runtime-core.cjs.js:7827:25)\n"
+    "  at <UserCard user-id=42 >\n"
+    "Hint: the prop -userId arrives after mount, see inject() usage\n"
+)
+
+
+def test_a_pasted_stack_trace_says_its_message_first() -> None:
+    # issue #42: the frames' file and function names are rare in any notes for no reason
+    parsed = parse_query(TRACE)
+    assert parsed.embed_text.startswith("Uncaught (in promise) TypeError: Cannot read")
+    assert parsed.negatives == ()  # "-userId" inside a pasted log is text
+    words = " ".join(parsed.positives)
+    assert words.index("TypeError") < words.index("Hint") < words.index("callWithErrorHandling")
+
+    # the cap keeps the message's phrases before any frame's, each group by rarity
+    def rarity(phrases: Sequence[str]) -> list[int | None]:
+        return [
+            1 if "node_modules" in p or "runtime" in p or "Stateful" in p else 50 for p in phrases
+        ]
+
+    capped = parse_query(TRACE, max_phrases=6, rarity=rarity)
+    assert capped.positives[:2] == ("Uncaught", "promise")
+    assert not {"node_modules", "runtime", "setupStatefulComponent"} & set(capped.positives)
+
+
+def test_a_query_of_several_lines_that_is_no_log_keeps_its_order() -> None:
+    text = "How do I test a component?\nIt uses a store.\nThe test fails at mount."
+    assert parse_query(text).embed_text == " ".join(text.split())
 
 
 def test_a_doubled_hyphen_is_an_option_not_an_exclusion() -> None:
