@@ -329,6 +329,8 @@ _FRAME = re.compile(
     )""",
     re.VERBOSE,
 )
+#: The longest line tried as a frame.
+_FRAME_CHARS = 400
 #: A line of a pasted log that says what went wrong.
 _TELLS = re.compile(
     r"\b(?:\w*Error|\w*Exception|error|warn(?:ing)?|fail(?:ed|ure|s)?|cannot|can't|invalid|"
@@ -351,7 +353,8 @@ def _telling_first(text: str) -> list[str]:
     if "\n" not in text:
         return [text]
     lines = text.splitlines()
-    frames = [bool(_FRAME.match(line)) for line in lines]
+    # a frame is a short line; a longer one is never tried (the pattern backtracks)
+    frames = [len(line) <= _FRAME_CHARS and bool(_FRAME.match(line)) for line in lines]
     if sum(frames) < MIN_FRAMES and len(text) <= MAX_QUERY_CHARS:
         return [text]
     groups: list[list[str]] = [[], [], []]

@@ -297,6 +297,16 @@ def test_a_pasted_stack_trace_says_its_message_first() -> None:
     assert not {"node_modules", "runtime", "setupStatefulComponent"} & set(capped.positives)
 
 
+def test_a_hostile_log_costs_what_plain_text_of_its_length_does() -> None:
+    from groove_core.testing import cost_ratio
+
+    frames = "\n".join("at " + "(a:1" * 99 for _ in range(40))  # frame-like, backtracking
+    long_line = "x\n" + "at " + "(a:1" * 3999
+    plain = "word " * 3200
+    for hostile in (frames, long_line):
+        assert cost_ratio(lambda h=hostile: parse_query(h), lambda: parse_query(plain)) < 5
+
+
 def test_a_query_of_several_lines_that_is_no_log_keeps_its_order() -> None:
     text = "How do I test a component?\nIt uses a store.\nThe test fails at mount."
     assert parse_query(text).embed_text == " ".join(text.split())
