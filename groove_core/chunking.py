@@ -51,7 +51,7 @@ from functools import lru_cache
 from itertools import accumulate, islice, pairwise
 from typing import TYPE_CHECKING, Any
 
-from groove_core.dialects import COMMONMARK, Markup, clean, tidy
+from groove_core.dialects import COMMONMARK, Markup, clean, tidy_with_offsets
 from groove_core.links import RawLink, extract_links
 from groove_core.rows import Subsection
 
@@ -644,7 +644,9 @@ def _merge_small(
     under its heading) costs less than ``small`` joins the group before it, and a group whose
     body is still small takes in the section after it, as long as the whole group costs at
     most ``budget`` and the section is not shallower than the group's first heading (a
-    ``##`` never joins a ``###``'s group). A group is one section to the chunker: its
+    ``##`` never joins a ``###``'s group); a small preamble (the text before the first
+    heading) joins the first section under that section's heading. A group is one section
+    to the chunker: its
     heading, heading path and level are its first section's, the later headings are text.
     Costs are quarter tokens (``_Cost``)."""
 
@@ -656,6 +658,11 @@ def _merge_small(
         if groups:
             group = groups[-1]
             whole = cost(lines.offset(group.start), lines.offset(section.end))
+            if group.level == 0 and not group.parts and body(group) < small and whole <= budget:
+                # a line or two before the first heading (a badge, a date) joins the first
+                # section under that section's heading, not the other way round
+                groups[-1] = replace(section, start=group.start)
+                continue
             if (
                 (body(section) < small or body(group) < small)
                 and section.level >= group.level
@@ -689,11 +696,21 @@ def _chunks(
             if trimmed is None:
                 continue
             start, end = trimmed
-            content = tidy(original[start:end], lines.text[start:end])
+            parts = [p for p in section.parts if start < lines.offset(p.start) < end]
+            content, found = tidy_with_offsets(
+                original[start:end],
+                lines.text[start:end],
+                [lines.offset(part.start) - start for part in parts],
+            )
             merged = tuple(
-                Subsection(part.start + 1, part.level, part.heading, part.heading_path)
-                for part in section.parts
-                if start < lines.offset(part.start) < end
+                Subsection(
+                    part.start + 1,
+                    part.level,
+                    part.heading,
+                    part.heading_path,
+                    len(content[:at].encode("utf-8", "surrogatepass")),
+                )
+                for part, at in zip(parts, found, strict=True)
             )
             yield Chunk(
                 ordinal=ordinal,

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal
@@ -446,11 +446,26 @@ def tidy(original: str, masked: str) -> str:
     removed. Lines the mask did not touch come back as they are (code stays exact); a
     touched line loses its markup (see :func:`_tidy_line`), and disappears if nothing
     but markup was on it."""
+    return tidy_with_offsets(original, masked, ())[0]
+
+
+def tidy_with_offsets(original: str, masked: str, points: Sequence[int]) -> tuple[str, list[int]]:
+    """:func:`tidy`'s text, and where each of ``points`` (character offsets into
+    ``original``, each at or inside a line) lands in it: the same place on a line kept as
+    it is, the start of a line that lost its markup, the start of the next line kept for a
+    line dropped. A merged chunk's sections are found in its content so
+    (``Subsection.offset``), whatever lines the markup took out."""
     if original == masked:
-        return original
+        return original, list(points)
     out: list[str] = []
+    starts: list[int] = []  # per input line: where it starts in ``original``
+    lands: list[tuple[int, bool]] = []  # per input line: (output line, kept as it is)
     dropped = False
+    at = 0
     for raw, line in zip(original.split("\n"), masked.split("\n"), strict=True):
+        starts.append(at)
+        at += len(raw) + 1
+        lands.append((len(out), raw == line))
         if raw != line and not line.strip():
             dropped = True  # a markup-only line
             continue
@@ -460,7 +475,19 @@ def tidy(original: str, masked: str) -> str:
             continue  # the dropped line sat between blank lines: keep only one
         dropped = dropped and not line.strip()
         out.append(line)
-    return "\n".join(out).strip("\n")
+    joined = "\n".join(out)
+    text = joined.strip("\n")
+    lead = len(joined) - len(joined.lstrip("\n"))
+    line_at = [0]
+    for line in out:
+        line_at.append(line_at[-1] + len(line) + 1)
+    found: list[int] = []
+    for point in points:
+        index = max(0, bisect_right(starts, point) - 1)
+        row, same = lands[index]
+        column = point - starts[index] if same and row < len(out) else 0
+        found.append(min(len(text), max(0, line_at[min(row, len(out))] + column - lead)))
+    return text, found
 
 
 def _tidy_line(raw: str, masked: str) -> str:

@@ -164,9 +164,6 @@ class Indexer:
         states = self.store.doc_states()
         if not states:  # an empty index: cut as configured from here on
             self.store.set_meta(CHUNKING_KEY, chunking_settings(self.config.index))
-        else:
-            note = chunking_note(self.store.get_meta(CHUNKING_KEY), self.config.index)
-            self.report.notes.extend([note] if note else [])
         index_file = index_path(self.kb, self.config)
         files = list(
             walk_kb(self.kb, self.config, index_file, self.report.skipped, loaders=self.loaders)
@@ -191,6 +188,10 @@ class Indexer:
         counts = self.store.counts()
         self.report.documents_total = counts["documents"]
         self.report.chunks_total = counts["chunks"]
+        if not counts["chunks"]:  # every file gone: what is cut next is cut as configured
+            self.store.set_meta(CHUNKING_KEY, chunking_settings(self.config.index))
+        note = chunking_note(self.store.get_meta(CHUNKING_KEY), self.config.index)
+        self.report.notes.extend([note] if note else [])
         self.report.seconds = time.perf_counter() - started
         return self.report
 

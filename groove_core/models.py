@@ -151,9 +151,17 @@ class SearchHit:
         raw = self.content.encode("utf-8", "surrogatepass")
         first = (self.heading, self.heading_path, self.level)
         counts: dict[tuple[str, tuple[str, ...], int], int] = {}
+        located = all(s.offset >= 0 for s in self.sections)
         for span in self.match_spans:
-            line = self.line_start + raw.count(b"\n", 0, span.start)
-            named = heading_at(first, self.sections, line)
+            if located:  # where each section starts in the content
+                named = first
+                for section in self.sections:
+                    if section.offset > span.start:
+                        break
+                    named = (section.heading, section.heading_path, section.level)
+            else:  # an index written before the offsets: count the content's lines
+                line = self.line_start + raw.count(b"\n", 0, span.start)
+                named = heading_at(first, self.sections, line)
             counts[named] = counts.get(named, 0) + 1
         best = max(counts.values())
         heading, path, level = next(n for n, c in counts.items() if c == best)

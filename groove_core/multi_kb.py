@@ -287,6 +287,10 @@ def _merged_bests(
             scale = scales.get(leg.name, "rank")
             if scale == "rank":
                 continue
+            # A KB's leg weighted 0 still sets the best: one index holding both KBs would
+            # hold those matches too (an English query matching a Japanese page's
+            # identifier), and leaving them out let the other KB's stray matches take
+            # whole shares (Vue EN->JA beside an English vault: 0.324 -> 0.206 nDCG@10).
             for hit in leg.hits:
                 value, floor = score_value(hit.raw_score, scale)
                 top = out.get(leg.name, (floor, floor))[0]

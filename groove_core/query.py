@@ -313,7 +313,7 @@ def _part_phrases(part: _Part) -> Iterator[str]:
 
 #: A line of a pasted log that locates rather than says: a stack frame (JavaScript, Java,
 #: Python, Firefox/Safari, a console's ``fn @ file:line``, Vue's component trace
-#: ``at <App>``), a code frame (``12 |``), a caret line, a bundler's ``Plugin:`` / ``File:``.
+#: ``at <App>``), a caret line, a bundler's ``Plugin:`` / ``File:`` (and ``_CODE_FRAME``).
 _FRAME = re.compile(
     r"""^\s*(?:
         at\s+\S.*(?:\(.*:\d+(?::\d+)?\)|:\d+:\d+|\(native\)|\(<anonymous>\))\s*$
@@ -322,13 +322,15 @@ _FRAME = re.compile(
       | File\s+".*",\s+line\s+\d+
       | \S*@\S+:\d+(?::\d+)?\s*$
       | \S.*\s@\s\S+:\d+(?::\d+)?\s*$
-      | >?\s*\d+\s*\|
       | \|?\s*\^+[~^]*\s*$
-      | (?:Plugin|File|Caused\ by|id):\s
+      | (?:Plugin|File|Caused\ by):\s
       | \.\.\.\s*\d+\s+more
     )""",
     re.VERBOSE,
 )
+#: A code frame's line: indented or marked, a line number and a bar (``  12 |   <div>``); a
+#: table row of a pasted Markdown table starts at the margin.
+_CODE_FRAME = re.compile(r"^(?:[ \t]+|[ \t]*>[ \t]*)\d+[ \t]*\|")
 #: The longest line tried as a frame.
 _FRAME_CHARS = 400
 #: A line of a pasted log that says what went wrong.
@@ -354,7 +356,10 @@ def _telling_first(text: str) -> list[str]:
         return [text]
     lines = text.splitlines()
     # a frame is a short line; a longer one is never tried (the pattern backtracks)
-    frames = [len(line) <= _FRAME_CHARS and bool(_FRAME.match(line)) for line in lines]
+    frames = [
+        len(line) <= _FRAME_CHARS and bool(_FRAME.match(line) or _CODE_FRAME.match(line))
+        for line in lines
+    ]
     if sum(frames) < MIN_FRAMES and len(text) <= MAX_QUERY_CHARS:
         return [text]
     groups: list[list[str]] = [[], [], []]
@@ -498,7 +503,7 @@ def parse_query(
     read = normalize(text[:MAX_INPUT_CHARS])[:MAX_INPUT_CHARS]
     groups = [list(_scan(_clean(group))) for group in _telling_first(read)]
     if len(groups) > 1:  # a pasted log: a "-" in it is punctuation, never an exclusion
-        groups = [[t for t in group if not t.negative] for group in groups]
+        groups = [[_Token(t.parts, False) for t in group] for group in groups]
     tokens = [t for group in groups for t in group]
     kept = [t for t in tokens if not t.negative]
     excluded = [t for t in tokens if t.negative]

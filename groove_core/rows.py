@@ -29,6 +29,9 @@ class Subsection:
     level: int
     heading: str
     heading_path: tuple[str, ...]
+    #: Where it starts in the chunk's content, in UTF-8 bytes (as match spans count); -1
+    #: in chunks written before it was recorded (then its line is counted in the content).
+    offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +94,7 @@ def sections_text(sections: Sequence[Subsection]) -> str:
     if not sections:
         return ""
     return json.dumps(
-        [[s.line, s.level, s.heading, list(s.heading_path)] for s in sections],
+        [[s.line, s.level, s.heading, list(s.heading_path), s.offset] for s in sections],
         ensure_ascii=False,
     )
 
@@ -100,8 +103,14 @@ def _sections(text: str | None) -> tuple[Subsection, ...]:
     if not text:
         return ()
     return tuple(
-        Subsection(int(line), int(level), str(heading), tuple(str(p) for p in path))
-        for line, level, heading, path in json.loads(text)
+        Subsection(
+            int(row[0]),
+            int(row[1]),
+            str(row[2]),
+            tuple(str(p) for p in row[3]),
+            int(row[4]) if len(row) > 4 else -1,
+        )
+        for row in json.loads(text)
     )
 
 

@@ -85,7 +85,11 @@ def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
         "vectors_pending": pending,
         "semantic_note": semantic_note(pending, counts["chunks"]) if pending else None,
         # Chunks cut under other settings than the configuration's (an upgrade, an edit).
-        "chunking_note": chunking_note(store.get_meta(CHUNKING_KEY), app.config.index),
+        "chunking_note": (
+            chunking_note(store.get_meta(CHUNKING_KEY), app.config.index)
+            if counts["chunks"]
+            else None
+        ),
     }
 
 

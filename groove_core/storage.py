@@ -207,6 +207,12 @@ class SearchStore(Protocol):
         plus resolving link targets against the indexed paths."""
         ...
 
+    def last_indexed(self) -> float | None:
+        """When the last complete index run ended (seconds since the epoch), or None: a
+        stamp of the index's state for what a leg or stage derives from it once. Cost: one
+        meta read."""
+        ...
+
     def counts(self) -> dict[str, int]:
         """``{"documents": n, "chunks": n}``. Cost: a count of each."""
         ...
@@ -316,8 +322,4 @@ class IndexStore(SearchStore, Protocol):
     def raw_links(self, doc_id: int) -> list[tuple[str, str, int]]:
         """A document's links as the chunker found them, ``(kind, target, line)`` in file
         order, unresolved (copying an index). Cost: the document's links."""
-        ...
-
-    def last_indexed(self) -> float | None:
-        """When the last complete run ended (seconds since the epoch), or None."""
         ...

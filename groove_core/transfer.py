@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from groove_core.chunking import Chunk, estimate_tokens
+from groove_core.index_report import CHUNKING_KEY, EARLIER_CHUNKING
 from groove_core.links import RawLink
 from groove_core.storage import DocState, EmbedderMismatchError, NewDocument
 
@@ -46,6 +47,8 @@ def copy_documents(
             "copy into an empty index"
         )
     target.bind_embedder(identity, dim)
+    # the chunks are copied as the source cut them: so is what says how (``chunking_note``)
+    target.set_meta(CHUNKING_KEY, source.get_meta(CHUNKING_KEY) or EARLIER_CHUNKING)
     states = source.doc_states()
     documents = source.documents()
     copied = 0

@@ -282,7 +282,8 @@ def test_a_pasted_stack_trace_says_its_message_first() -> None:
     # issue #42: the frames' file and function names are rare in any notes for no reason
     parsed = parse_query(TRACE)
     assert parsed.embed_text.startswith("Uncaught (in promise) TypeError: Cannot read")
-    assert parsed.negatives == ()  # "-userId" inside a pasted log is text
+    assert parsed.negatives == ()  # "-userId" inside a pasted log is text, searched
+    assert "userId" in parsed.positives
     words = " ".join(parsed.positives)
     assert words.index("TypeError") < words.index("Hint") < words.index("callWithErrorHandling")
 
@@ -310,6 +311,8 @@ def test_a_hostile_log_costs_what_plain_text_of_its_length_does() -> None:
 def test_a_query_of_several_lines_that_is_no_log_keeps_its_order() -> None:
     text = "How do I test a component?\nIt uses a store.\nThe test fails at mount."
     assert parse_query(text).embed_text == " ".join(text.split())
+    # a pasted Markdown table's numbered rows are no code frames: its exclusion stays one
+    assert parse_query("1 | a | b\n2 | c | d\nfoo -bar").negatives == ("bar",)
 
 
 def test_a_doubled_hyphen_is_an_option_not_an_exclusion() -> None:

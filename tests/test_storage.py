@@ -58,7 +58,7 @@ def test_rows_are_frozen_and_typed(tmp_path: Path) -> None:
     chunks = app.store.document_chunks(a.doc_id)
     assert [type(c) for c in chunks] == [DocumentChunkRow]
     assert [c.heading_path for c in chunks] == [("Alpha",)]
-    detail = Subsection(line=8, level=2, heading="Detail", heading_path=("Alpha", "Detail"))
+    detail = Subsection(8, 2, "Detail", ("Alpha", "Detail"), offset=46)
     assert chunks[0].sections == (detail,)
     rows = app.store.chunk_rows([c.chunk_id for c in chunks])
     assert all(isinstance(r, ChunkRow) and r.path == "a.md" for r in rows.values())

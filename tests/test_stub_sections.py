@@ -48,6 +48,14 @@ def test_small_sections_merge_into_the_chunk_before_them() -> None:
     assert not any(c.sections for c in plain.chunks)
 
 
+def test_a_small_preamble_joins_the_first_section_under_its_heading() -> None:
+    text = "[![build](badge.svg)](ci)\n\n# Guide\n\nHow to start.\n\n## Next\n\nMore.\n"
+    (chunk,) = parse_markdown(text, fallback_title="x", min_section_tokens=16).chunks
+    assert (chunk.heading, chunk.heading_path, chunk.line_start) == ("Guide", ("Guide",), 1)
+    assert [s.heading for s in chunk.sections] == ["Next"]
+    assert "Guide" in chunk.context
+
+
 def test_a_deeper_merged_section_keeps_its_whole_heading_path() -> None:
     text = "# Top\n\n## A\n\nOne line.\n\n### A1\n\nTwo.\n\n## B\n\nThree.\n"
     (chunk,) = parse_markdown(text, fallback_title="x", min_section_tokens=16).chunks
@@ -122,6 +130,35 @@ def test_the_feature_page_comes_before_a_reference_stub(
     assert _first(tmp_path, extra, "tags") == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        # lines the markup takes out of the content (doc-site containers)
+        "# Main\n\nIntro.\n\n## Alpha\n\n::: tip\nOne tip.\n:::\n\n::: warning\nCareful.\n:::"
+        "\n\n## Beta\n\nzebracorn lives here.\n",
+        # a lone carriage return ends each line
+        "# Main\r\rIntro.\r\r## Alpha\r\rA line.\r\r## Beta\r\rzebracorn lives here.\r",
+        # a multi-byte heading and text before the match
+        "# 主\n\n導入。\n\n## Alpha\n\n短い。\n\n## Beta\n\n日本語の後の zebracorn。\n",
+    ],
+    ids=["containers", "lone-cr", "multibyte"],
+)
+def test_a_match_is_named_after_its_own_section_whatever_the_content_lost(
+    tmp_path: Path, text: str
+) -> None:
+    kb = make_kb(tmp_path / "kb", {"doc.md": text})
+    app = open_kb(kb)
+    try:
+        (hit,) = app.search("zebracorn", limit=1).results
+        assert hit.heading == "Beta", hit.content
+        (chunk,) = app.store.document_chunks(hit.doc_id)
+        raw = chunk.content.encode()
+        for section in chunk.sections:  # each offset is where its heading line starts
+            assert raw[section.offset :].startswith(f"## {section.heading}".encode())
+    finally:
+        app.close()
+
+
 def test_chunks_cut_under_other_settings_are_pointed_out_until_a_rebuild(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -147,6 +184,15 @@ def test_chunks_cut_under_other_settings_are_pointed_out_until_a_rebuild(tmp_pat
     assert said in run("status")
     assert "note:" not in run("index", "--rebuild")
     assert "chunking:" not in run("status")
+    # an index whose files are all gone says nothing, and cuts the next ones as configured
+    (kb / "groove.toml").write_text(SECTION_CHUNKS, encoding="utf-8")
+    (kb / "cli.md").unlink()
+    assert "note:" not in run("index") and "chunking:" not in run("status")
+    (kb / "cli.md").write_text(REFERENCE, encoding="utf-8")
+    assert "note:" not in run("index")
+    (kb / "groove.toml").write_text(FAST_CONFIG, encoding="utf-8")
+    assert said in run("index")
+    run("index", "--rebuild")
     # An index from before merged chunks kept their headings says so after its upgrade.
     to_schema_3(kb / ".groove" / "index.sqlite")
     Store.open(kb / ".groove" / "index.sqlite").close()

@@ -224,8 +224,8 @@ class BackendContract:
         (doc,) = store.documents()
         (chunk,) = store.document_chunks(doc.doc_id)
         expected = (
-            Subsection(5, 2, "Sync", ("Guide", "Sync")),
-            Subsection(9, 3, "Cost", ("Guide", "Sync", "Cost")),
+            Subsection(5, 2, "Sync", ("Guide", "Sync"), offset=22),
+            Subsection(9, 3, "Cost", ("Guide", "Sync", "Cost"), offset=44),
         )
         assert chunk.sections == expected
         assert store.chunk_rows([chunk.chunk_id])[chunk.chunk_id].sections == expected

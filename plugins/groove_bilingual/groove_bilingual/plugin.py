@@ -153,23 +153,27 @@ def groove_legs() -> list[LegSpec]:
 
 # ---------- the notes' script ----------
 
-_shares: weakref.WeakKeyDictionary[Any, tuple[int, float]] = weakref.WeakKeyDictionary()
+_shares: weakref.WeakKeyDictionary[Any, tuple[tuple[int, float | None], float]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def japanese_share(store: SearchStore, index: Any) -> float:
     """The share of the documents whose title (else path) is Japanese, computed once per
-    state of the index (its chunk count, read from the word index's cached total)."""
+    state of the index (its chunk count, read from the word index's cached total, and the
+    end of its last index run)."""
     _, total = index.rows([])
+    stamp = (total, store.last_indexed())
     try:
         cached = _shares.get(index)
     except TypeError:  # an index that cannot be weakly referenced: computed per query
         cached = None
-    if cached is not None and cached[0] == total:
+    if cached is not None and cached[0] == stamp:
         return cached[1]
     labels = [d.title or d.path for d in store.documents()]
     share = sum(cjk_share(t) >= CJK_TEXT_SHARE for t in labels) / len(labels) if labels else 0.0
     with contextlib.suppress(TypeError):
-        _shares[index] = (total, share)
+        _shares[index] = (stamp, share)
     return share
 
 

@@ -354,7 +354,9 @@ def covering(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(w, s) for w, s in found if not any(o != w and o in w for o in words)]
 
 
-_tables: weakref.WeakKeyDictionary[Any, tuple[int, KatakanaTable]] = weakref.WeakKeyDictionary()
+_tables: weakref.WeakKeyDictionary[Any, tuple[tuple[int, float | None], KatakanaTable]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 #: Chunks read per page when the table is built.
@@ -372,15 +374,17 @@ def chunk_texts(store: Any) -> Iterable[str]:
 
 
 def katakana_table(store: Any, index: Any, total: int) -> KatakanaTable:
-    """The KB's katakana table, built once per state of the index (its chunk count, as
-    the notes' script share is) and kept per index object."""
+    """The KB's katakana table, built once per state of the index (its chunk count and the
+    end of its last index run, so an edit that keeps the count is seen too) and kept per
+    index object."""
+    stamp = (total, store.last_indexed())
     try:
         cached = _tables.get(index)
     except TypeError:  # an index that cannot be weakly referenced: built per query
         cached = None
-    if cached is not None and cached[0] == total:
+    if cached is not None and cached[0] == stamp:
         return cached[1]
     table = KatakanaTable.build(chunk_texts(store))
     with contextlib.suppress(TypeError):
-        _tables[index] = (total, table)
+        _tables[index] = (stamp, table)
     return table

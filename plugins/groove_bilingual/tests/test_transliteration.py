@@ -129,3 +129,15 @@ def test_the_table_is_built_once_per_index_state(
     assert built == [len(NOTES)]  # one chunk per note, read once
     # a word is searched through at most `transliterations` katakana words
     assert _leg(app, "reactivity").meta["searched"] <= 2
+
+
+def test_an_edit_that_keeps_the_chunk_count_is_seen_by_a_long_lived_app(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    app = _app(tmp_path, jmdict)  # as a server keeps one open across index runs
+    assert _paths(app, _leg(app, "hydration")) == []
+    (tmp_path / "kb" / "garden.md").write_text(
+        "# ハイドレーション\n\nハイドレーションはサーバーの描画を引き継ぎます。\n", encoding="utf-8"
+    )
+    app.index()  # the same number of chunks as before
+    assert _paths(app, _leg(app, "hydration")) == ["garden.md"]

@@ -49,6 +49,7 @@ import numpy as np
 
 from groove_core import links as core_links
 from groove_core import words
+from groove_core.index_report import CHUNKING_KEY, EARLIER_CHUNKING
 from groove_core.leg_index import META_PREFIX, BoundIndex, IndexedChunk, LegIndex, meta_key
 from groove_core.query import normalize
 from groove_core.rows import (
@@ -475,10 +476,14 @@ class Database:
             (self.s,),
         ).fetchone()
         if has_sections is None:
+            # chunks cut by an earlier groove-postgres say so (``chunking_note``)
             missing.append(
                 [
                     f"ALTER TABLE {self.s}.chunks ADD COLUMN IF NOT EXISTS sections text "
-                    "NOT NULL DEFAULT ''"
+                    "NOT NULL DEFAULT ''",
+                    f"INSERT INTO {self.s}.meta(kb, key, value) SELECT DISTINCT kb, "
+                    f"'{CHUNKING_KEY}', '{EARLIER_CHUNKING}' FROM {self.s}.chunks "
+                    "ON CONFLICT (kb, key) DO NOTHING",
                 ]
             )
         if not missing:

@@ -29,7 +29,8 @@ def _answers(app: Groove) -> list[list[tuple[str, int, int]]]:
 def test_an_index_moves_to_postgres_and_back_without_re_embedding(
     tmp_path: Path, postgres_dsn: str
 ) -> None:
-    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("sqlite"))
+    sections = "[index]\nmin_section_tokens = 0\n"  # not the default: the copy says so
+    kb = make_kb(tmp_path / "notes", BILINGUAL, config=store_toml("sqlite") + sections)
     on_sqlite = Groove.open(kb)
     on_sqlite.index()
     before = _answers(on_sqlite)
@@ -40,6 +41,8 @@ def test_an_index_moves_to_postgres_and_back_without_re_embedding(
     on_postgres = Groove.open(kb)
     report = on_postgres.index(copy_from="sqlite")
     assert (report.copied, report.chunks_embedded) == (len(BILINGUAL), 0)
+    # the chunks came as the source cut them, which the configuration now cuts otherwise
+    assert report.notes and "min_section_tokens = 0" in report.notes[0]
     assert _answers(on_postgres) == before
     assert on_postgres.store.links_of("notes/ja.md", 50) == links_before
     assert on_postgres.doctor().healthy
