@@ -272,10 +272,14 @@ def test_options_values_and_text_after_double_dash_are_not_options(notes_kb: Pat
     result = _run("search", "rust", "--kb", str(notes_kb), "--path", "--x*", "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.output)["filter_applied"] == {"path": "--x*"}
-    # After a lone "--" everything is query text, for the query language to read.
-    result = _run("search", "--kb", str(notes_kb), "--explain", "--", "ownership", "--limt")
+    # After a lone "--" everything is query text, for the query language to read: "-x"
+    # excludes, "--x" is a word (a pasted command line's option).
+    result = _run("search", "--kb", str(notes_kb), "--explain", "--", "ownership", "-limt")
     assert result.exit_code == 0, result.output
     assert "negatives:  ['limt']" in result.output
+    result = _run("search", "--kb", str(notes_kb), "--explain", "--", "ownership", "--limt")
+    assert result.exit_code == 0, result.output
+    assert "positives:  ['ownership', 'limt']" in result.output
     # A quoted phrase is never an option: the literal text is searched.
     result = _run("search", '"--limt"', "ownership", "--kb", str(notes_kb), "--explain")
     assert result.exit_code == 0, result.output
