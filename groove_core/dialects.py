@@ -463,9 +463,10 @@ def tidy_with_offsets(original: str, masked: str, points: Sequence[int]) -> tupl
     dropped = False
     at = 0
     for raw, line in zip(original.split("\n"), masked.split("\n"), strict=True):
-        starts.append(at)
-        at += len(raw) + 1
-        lands.append((len(out), raw == line))
+        if points:  # every chunk is tidied; only a merged one asks where its sections land
+            starts.append(at)
+            at += len(raw) + 1
+            lands.append((len(out), raw == line))
         if raw != line and not line.strip():
             dropped = True  # a markup-only line
             continue
@@ -477,6 +478,8 @@ def tidy_with_offsets(original: str, masked: str, points: Sequence[int]) -> tupl
         out.append(line)
     joined = "\n".join(out)
     text = joined.strip("\n")
+    if not points:
+        return text, []
     lead = len(joined) - len(joined.lstrip("\n"))
     line_at = [0]
     for line in out:

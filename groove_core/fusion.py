@@ -74,7 +74,7 @@ def by_scores(
     """
 
     def by_rank(leg: LegResult) -> list[float]:
-        return [(k + 1.0) / (k + rank) for rank in _ranks(leg)]
+        return [rank_share(rank, k) for rank in _ranks(leg)]
 
     def shares(leg: LegResult) -> list[float]:
         scale = scales.get(leg.name, "rank")
@@ -102,6 +102,12 @@ def score_value(raw: float, scale: ScoreScale) -> tuple[float, float]:
     if scale == "distance":  # unit vectors: |a - b|^2 = 2 - 2 cos
         return 1.0 - raw * raw / 2.0, -1.0
     return raw, 0.0
+
+
+def rank_share(rank: int, k: float) -> float:
+    """A hit's share by its rank alone, where a leg's scores say nothing: RRF's share
+    scaled so that the first is 1."""
+    return (k + 1.0) / (k + rank)
 
 
 def share(value: float, best: float, floor: float) -> float:

@@ -154,11 +154,7 @@ class SearchHit:
         located = all(s.offset >= 0 for s in self.sections)
         for span in self.match_spans:
             if located:  # where each section starts in the content
-                named = first
-                for section in self.sections:
-                    if section.offset > span.start:
-                        break
-                    named = (section.heading, section.heading_path, section.level)
+                named = heading_at(first, self.sections, span.start, offset=True)
             else:  # an index written before the offsets: count the content's lines
                 line = self.line_start + raw.count(b"\n", 0, span.start)
                 named = heading_at(first, self.sections, line)

@@ -309,10 +309,10 @@ def _share(
     """A hit's share of its merged leg, as the score fusion computes one KB's: its value
     over the best any KB's leg found (``bound``), or by its merged rank where the leg's
     scores say nothing (``groove_core.fusion.by_scores``)."""
-    from groove_core.fusion import score_value, share
+    from groove_core.fusion import rank_share, score_value, share
 
     if scale is None or scale == "rank" or bound is None:
-        return (k + 1.0) / (k + rank)
+        return rank_share(rank, k)
     return share(score_value(raw, scale)[0], *bound)
 
 

@@ -76,13 +76,18 @@ class DocumentChunkRow:
 
 
 def heading_at(
-    first: tuple[str, tuple[str, ...], int], sections: Sequence[Subsection], line: int
+    first: tuple[str, tuple[str, ...], int],
+    sections: Sequence[Subsection],
+    position: int,
+    *,
+    offset: bool = False,
 ) -> tuple[str, tuple[str, ...], int]:
-    """(heading, heading path, level) of ``line`` in a chunk whose first lines are under
-    ``first`` and whose later ones under its ``sections`` (in line order)."""
+    """(heading, heading path, level) at ``position`` in a chunk whose start is under
+    ``first`` and whose later parts are under its ``sections`` (in order): a line of the
+    file, or with ``offset`` a byte offset into the chunk's content."""
     found = first
     for section in sections:
-        if section.line > line:
+        if (section.offset if offset else section.line) > position:
             break
         found = (section.heading, section.heading_path, section.level)
     return found

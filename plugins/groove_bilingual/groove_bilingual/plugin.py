@@ -19,15 +19,14 @@ bit-identical to a groove without this plugin.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import re
-import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from groove_bilingual.index_state import PerIndexState
 from groove_core import words
 from groove_core.builtins.legs import word_terms
 from groove_core.config import ConfigSection
@@ -153,28 +152,20 @@ def groove_legs() -> list[LegSpec]:
 
 # ---------- the notes' script ----------
 
-_shares: weakref.WeakKeyDictionary[Any, tuple[tuple[int, float | None], float]] = (
-    weakref.WeakKeyDictionary()
-)
+_shares: PerIndexState[float] = PerIndexState()
 
 
 def japanese_share(store: SearchStore, index: Any) -> float:
     """The share of the documents whose title (else path) is Japanese, computed once per
-    state of the index (its chunk count, read from the word index's cached total, and the
-    end of its last index run)."""
+    state of the index (:class:`~groove_bilingual.index_state.PerIndexState`)."""
     _, total = index.rows([])
-    stamp = (total, store.last_indexed())
-    try:
-        cached = _shares.get(index)
-    except TypeError:  # an index that cannot be weakly referenced: computed per query
-        cached = None
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    labels = [d.title or d.path for d in store.documents()]
-    share = sum(cjk_share(t) >= CJK_TEXT_SHARE for t in labels) / len(labels) if labels else 0.0
-    with contextlib.suppress(TypeError):
-        _shares[index] = (stamp, share)
-    return share
+
+    def share() -> float:
+        labels = [d.title or d.path for d in store.documents()]
+        found = sum(cjk_share(t) >= CJK_TEXT_SHARE for t in labels)
+        return found / len(labels) if labels else 0.0
+
+    return _shares.get(store, index, total, share)
 
 
 # ---------- translations ----------

@@ -25,15 +25,14 @@ time through the storage contract (both backends), and kept per index.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import time
-import weakref
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from groove_bilingual.index_state import PerIndexState
 from groove_core.query import normalize
 
 #: A katakana word of the notes: a run of katakana and long-vowel marks, at least this long.
@@ -354,9 +353,7 @@ def covering(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(w, s) for w, s in found if not any(o != w and o in w for o in words)]
 
 
-_tables: weakref.WeakKeyDictionary[Any, tuple[tuple[int, float | None], KatakanaTable]] = (
-    weakref.WeakKeyDictionary()
-)
+_tables: PerIndexState[KatakanaTable] = PerIndexState()
 
 
 #: Chunks read per page when the table is built.
@@ -374,17 +371,6 @@ def chunk_texts(store: Any) -> Iterable[str]:
 
 
 def katakana_table(store: Any, index: Any, total: int) -> KatakanaTable:
-    """The KB's katakana table, built once per state of the index (its chunk count and the
-    end of its last index run, so an edit that keeps the count is seen too) and kept per
-    index object."""
-    stamp = (total, store.last_indexed())
-    try:
-        cached = _tables.get(index)
-    except TypeError:  # an index that cannot be weakly referenced: built per query
-        cached = None
-    if cached is not None and cached[0] == stamp:
-        return cached[1]
-    table = KatakanaTable.build(chunk_texts(store))
-    with contextlib.suppress(TypeError):
-        _tables[index] = (stamp, table)
-    return table
+    """The KB's katakana table, built once per state of the index
+    (:class:`~groove_bilingual.index_state.PerIndexState`)."""
+    return _tables.get(store, index, total, lambda: KatakanaTable.build(chunk_texts(store)))
