@@ -94,6 +94,7 @@ def test_paths_resolve_via_the_golden_folder_then_the_kb_root(tmp_path: Path) ->
         "jsquad-ja-para/golden.jsonl",
         "jsquad-ja-para/golden-hard.jsonl",
         "jsquad-ja-para/golden-all.jsonl",
+        "jsquad-ja-para/golden-xlang-en2ja.jsonl",
         "xquad-en-para/golden.jsonl",
         "xquad-en-para/golden-hard.jsonl",
         "cacm-en/golden.jsonl",

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -311,33 +312,59 @@ def _value(choice: Choice) -> float:
     return choice.weight * math.log1p(choice.df)
 
 
+def _holds(term: str, other: str) -> bool:
+    """Whether word-leg term ``term`` holds ``other``'s tokens side by side (``基本 本的``
+    holds ``基本``): a search for ``other`` finds every chunk ``term`` would."""
+    inner, outer = other.split(" "), term.split(" ")
+    return any(outer[i : i + len(inner)] == inner for i in range(len(outer) - len(inner) + 1))
+
+
 def choose(
     units: dict[str, list[tuple[str, str, float]]],
     df: dict[str, int],
     chunks: int,
     count: int,
+    holding: Callable[[str], int | None] | None = None,
 ) -> dict[str, list[Choice]]:
     """Per unit, up to ``count`` translations the KB uses (in at least one chunk, in at
     most COMMON_SHARE of them), by dictionary weight times log(1 + df), each with its
-    weight relative to the unit's best."""
+    weight relative to the unit's best. A term of several tokens is counted by its
+    rarest token, or by ``holding(shown)`` where that gives a count (katakana words)."""
     out: dict[str, list[Choice]] = {}
     for unit, options in units.items():
         seen: dict[str, Choice] = {}
         for shown, term, weight in options:
             tokens = term.split(" ")
             used = min((df.get(t, 0) for t in tokens), default=0)
+            if len(tokens) > 1 and used > 0 and holding is not None:
+                own = holding(shown)
+                if own is not None:
+                    used = min(used, own)
             if used <= 0 or used > COMMON_SHARE * chunks:
                 continue
             if term not in seen or seen[term].weight < weight:
                 seen[term] = Choice(shown, term, weight, used)
         ranked = sorted(seen.values(), key=lambda c: (-_value(c), c.term))
-        best = ranked[:count]
+        best: list[Choice] = []
+        for choice in ranked:
+            if len(best) == count:
+                break
+            if not any(_holds(choice.term, kept.term) for kept in best):
+                best.append(choice)
         if best:
             top = _value(best[0])
             out[unit] = [
                 Choice(c.shown, c.term, c.weight, c.df, round(_value(c) / top, 3)) for c in best
             ]
     return out
+
+
+def _katakana_counts(ctx: QueryContext, index: Any) -> Callable[[str], int | None]:
+    """A katakana headword's own chunk count, from the KB's katakana table."""
+    from groove_bilingual.transliteration import katakana_table
+
+    table = katakana_table(ctx.store, index, index.rows([])[1])
+    return lambda shown: table.holding(normalize(shown))
 
 
 def search(ctx: QueryContext) -> LegResult | None:
@@ -370,7 +397,8 @@ def search(ctx: QueryContext) -> LegResult | None:
         if sounds:
             more = {t for opts in units.values() for _, term, _ in opts for t in term.split(" ")}
             df, chunks = index.rows(sorted(more))
-    chosen = choose(units, df, chunks, settings.translations)
+    holding = _katakana_counts(ctx, index) if script == "other" else None
+    chosen = choose(units, df, chunks, settings.translations, holding)
     meta: dict[str, Any] = {
         "notes_japanese": round(share, 2),
         "translations": [

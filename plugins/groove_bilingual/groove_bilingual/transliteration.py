@@ -292,6 +292,8 @@ class KatakanaTable:
     near: dict[str, list[str]] = field(default_factory=dict)
     chunks: int = 0
     seconds: float = 0.0
+    #: a katakana pair -> the words holding it, made on the first ``holding`` call
+    _by_pair: dict[str, list[str]] | None = field(default=None, repr=False)
 
     @classmethod
     def build(cls, texts: Iterable[str]) -> KatakanaTable:
@@ -313,6 +315,26 @@ class KatakanaTable:
                 for shorter in _deletions(key):
                     near[shorter].append(key)
         return cls(dict(df), dict(by_key), dict(near), chunks, time.process_time() - started)
+
+    def holding(self, form: str) -> int | None:
+        """About how many chunks hold the katakana ``form`` inside one of their katakana
+        words (the sum over those words, so a chunk with two of them counts twice); None
+        for a form this table cannot count (not katakana, or shorter than its words).
+
+        The word index counts a multi-token form only by its rarest token (``コース`` by
+        ``ース``, which ``ソース`` and ``ケース`` hold too); this count is the form's own."""
+        if len(form) < MIN_LENGTH or not _KATAKANA_WORD.fullmatch(form):
+            return None
+        if self._by_pair is None:
+            pairs: dict[str, list[str]] = defaultdict(list)
+            for found in self.df:
+                for pair in {found[i : i + 2] for i in range(len(found) - 1)}:
+                    pairs[pair].append(found)
+            self._by_pair = dict(pairs)
+        by_pair = self._by_pair
+        lists = [by_pair.get(form[i : i + 2], []) for i in range(len(form) - 1)]
+        fewest = min(lists, key=len)
+        return sum(self.df[w] for w in fewest if form in w)
 
     def matches(self, word: str) -> list[tuple[str, float]]:
         """(katakana word, similarity 0-1) the English ``word`` (as the query wrote it) may

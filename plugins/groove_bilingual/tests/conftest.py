@@ -22,6 +22,7 @@ ENTRIES = [
     (8, ["属性"], ["ぞくせい"], [["property", "attribute"]], ["news1"]),
     (9, [], ["プロパティ"], [["property (programming)"]], []),
     (10, ["宇宙船"], ["うちゅうせん"], [["spaceship"]], []),
+    (11, [], ["コース"], [["course", "route"]], ["ichi1"]),
 ]
 
 SCHEMA = """

@@ -116,6 +116,20 @@ def test_it_is_a_lexical_leg_the_cross_script_rule_leaves_alone(
     assert "state.md" in [r.path for r in app.search("api state", limit=3).results]
 
 
+def test_a_katakana_headword_is_counted_by_its_own_chunks(tmp_path: Path, jmdict: Path) -> None:
+    # コース (course) is in no note, but its pairs コー and ース are in many (ソースコード,
+    # ケース): counted by its rarest pair, it was chosen and searched for nothing
+    notes = {
+        **JAPANESE,
+        "source.md": "# ソースコード\n\nソースコードのケースを説明します。\n",
+        "case.md": "# ケース\n\nコードのケースとソース。\n",
+    }
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    leg = _legs(app, "component course")["bilingual"]
+    assert leg.meta["translations"] == ["compon: コンポーネント 1 (df 1)"]
+    assert leg.meta["untranslated"] == ["cours"]
+
+
 def test_a_word_the_dictionary_lacks_costs_nothing(tmp_path: Path, jmdict: Path) -> None:
     app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
     plain = _legs(app, "embed")["bilingual"]
@@ -168,3 +182,11 @@ def test_filters_and_exclusions_apply(tmp_path: Path, jmdict: Path) -> None:
     assert set(both) == {"state.md", "more/state.md"}
     only = _paths(app, _legs(app, "state", path="more/")["bilingual"])
     assert only == ["more/state.md"]
+
+
+def test_a_translation_holding_a_chosen_one_takes_no_place() -> None:
+    # 基本的 is searched as 基本 本的: every chunk it finds, 基本 finds too
+    options = [("基本", "基本", 1.0), ("基本的", "基本 本的", 1.0), ("基礎", "基礎", 0.9)]
+    df = {"基本": 10, "本的": 8, "基礎": 5}
+    chosen = plugin.choose({"basic": options}, df, 100, 2)
+    assert [c.shown for c in chosen["basic"]] == ["基本", "基礎"]

@@ -79,6 +79,17 @@ def test_the_table_matches_by_sound_and_vowels() -> None:
     assert table.matches("garden") == [] and table.matches("zyxwv") == []
 
 
+def test_the_table_counts_the_chunks_holding_a_katakana_word() -> None:
+    table = KatakanaTable.build(["ソースコード と ケース", "コース料理", "コースター と コース"])
+    # the word index's bound for コース is its rarest pair's (ース: three chunks)
+    # inside コース (two chunks) and コースター (one, already counted: the sum is a bound),
+    # never inside ソース or ケース
+    assert table.holding("コース") == 3
+    assert table.holding("ソース") == 1 and table.holding("ポータル") == 0
+    assert table.holding("ース") is None  # shorter than a word of the table
+    assert table.holding("状態") is None  # not katakana
+
+
 def test_reactivity_finds_the_note_that_writes_it_in_katakana(tmp_path: Path, jmdict: Path) -> None:
     app = _app(tmp_path, jmdict)
     leg = _leg(app, "reactivity")
