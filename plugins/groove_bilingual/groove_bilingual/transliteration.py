@@ -42,8 +42,10 @@ MIN_KEY = 3
 FUZZY_FROM = 6
 #: Similarity of a key one edit away (an exact key: up to 1).
 FUZZY = 0.7
-#: An exact key's vowels: below this share agreeing it is no match; their share of the
-#: similarity (all agreeing: 1; none comparable, 0.5 agreeing: 1 - VOWEL_SHARE / 2).
+#: An exact key's vowels: below this share agreeing it is no match (a key of MIN_KEY
+#: classes, which many words share, needs every vowel to agree: `Japan` is no `スペイン`);
+#: their share of the similarity (all agreeing: 1; none comparable, 0.5 agreeing:
+#: 1 - VOWEL_SHARE / 2).
 MIN_VOWELS = 0.5
 VOWEL_SHARE = 0.25
 #: Keys tried per English word (the spelling's ambiguous letters), at most.
@@ -350,7 +352,7 @@ class KatakanaTable:
             first = 1.0 - 0.05 * rank  # a later spelling of the word is a little less likely
             for found in self.by_key.get(key, ()):
                 agree = vowels_agree(sounds, katakana_sounds(found))
-                if agree >= MIN_VOWELS:
+                if agree >= (MIN_VOWELS if len(key) > MIN_KEY else 1.0):
                     score = first * (1 - VOWEL_SHARE + VOWEL_SHARE * agree)
                     scores[found] = max(scores.get(found, 0.0), score)
             if len(key) < FUZZY_FROM:

@@ -77,6 +77,9 @@ def test_the_table_matches_by_sound_and_vowels() -> None:
     # same consonants (H S T), vowels that disagree: no match
     assert table.matches("faster") == []
     assert table.matches("garden") == [] and table.matches("zyxwv") == []
+    # a three-class key (J P N / S P N) needs every vowel to agree: ス is no "ja"
+    assert KatakanaTable.build(["スペイン"]).matches("Japan") == []
+    assert KatakanaTable.build(["スロット"]).matches("slot") == [("スロット", 1.0)]
 
 
 def test_the_table_counts_the_chunks_holding_a_katakana_word() -> None:
