@@ -101,6 +101,76 @@ SOURCES: dict[str, dict[str, Any]] = {
             ),
         },
     },
+    "lisa-en": {
+        "repo": "maycods/Search-Engine",
+        "commit": "43f4d3865edfe8f696f8b553d6fb64f0a7209d5d",
+        "files": {
+            "LISA0.001": (
+                "Collection/LISA0.001",
+                "626b5bfe8bbcda4e90f06f9ef16cfce6377437bca17568731b486e491c37b77b",
+            ),
+            "LISA0.501": (
+                "Collection/LISA0.501",
+                "4347e9c38aaecbe3efe2f18141e388372f87433f1914cbd682368e2be817145d",
+            ),
+            "LISA1.001": (
+                "Collection/LISA1.001",
+                "ada3469598e1f0239ad0ffb933567d4276d6a991715165a6d977213a54edddac",
+            ),
+            "LISA1.501": (
+                "Collection/LISA1.501",
+                "2bbe413b2558e771b304fbd507f9a59465046305f6bead081bf5ea992cda9648",
+            ),
+            "LISA2.001": (
+                "Collection/LISA2.001",
+                "046a8fc320194add03372fe824cf3a049159ed1bb5412592ad4da4783ff6a149",
+            ),
+            "LISA2.501": (
+                "Collection/LISA2.501",
+                "ffa062d08af2c7b41f8e1755cf7bd91dd0af4bf3b140b5bd2580ae230de2106d",
+            ),
+            "LISA3.001": (
+                "Collection/LISA3.001",
+                "2271dd0f42ae994c39d5e12dca0565005a3710abe1c088f4d40b41c052de5849",
+            ),
+            "LISA3.501": (
+                "Collection/LISA3.501",
+                "daefea09ad10f383b3d0377bfef678af7c0112673ed4b1d47d7d311c26c7ecda",
+            ),
+            "LISA4.001": (
+                "Collection/LISA4.001",
+                "99678da43421ff5acf53b3f2e93f454913d85932443b685c6aec355ac0192cbc",
+            ),
+            "LISA4.501": (
+                "Collection/LISA4.501",
+                "a559152ba8e78003f0a589f3d4fedebc3a2489cb2fe916ed106bae3f5dddcaaf",
+            ),
+            "LISA5.001": (
+                "Collection/LISA5.001",
+                "f24c63e7924b478f0cb75437d783cd087e00b92c6f5ee2b4d42fe2033291f7e5",
+            ),
+            "LISA5.501": (
+                "Collection/LISA5.501",
+                "cfff39ddddcc9a6da9ebee06d397508305d5e54135f5aa65a487af99a7a37fb1",
+            ),
+            "LISA5.627": (
+                "Collection/LISA5.627",
+                "87db8d725d60606f566470d351306038626b4887223647cf8f7f3baebfd82354",
+            ),
+            "LISA5.850": (
+                "Collection/LISA5.850",
+                "fac9d15c6f41f7ccc1142c9fe6524ebbf5d656f8ef7bae0804ec5f20e51d21c3",
+            ),
+            "LISA.QUE": (
+                "pertinence/LISA.QUE",
+                "d2f042f4f68f8c67546dc44aba073e6acd3582be6e88c7f41a948b760eaea935",
+            ),
+            "LISARJ.NUM": (
+                "pertinence/LISARJ.NUM",
+                "bdd5db47eec2d193fe94a9ef4b0b64e2688e0fc1e4cb5617f2237e5b7afce3d4",
+            ),
+        },
+    },
     "md-vue-docs-en": {
         "repo": "vuejs/docs",
         "commit": "01e098a967951ea92d09b100b8e7d82c7a3369a2",
@@ -642,6 +712,155 @@ def build_cacm(name: str, raw: Path, out: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
+# LISA (Sheffield/Glasgow plain-text format): one doc per abstract, the 35 judged queries
+# ---------------------------------------------------------------------------------------------
+
+#: The document files of the distribution, in document order (concatenated they are the set).
+LISA_DOC_FILES = (
+    "LISA0.001", "LISA0.501", "LISA1.001", "LISA1.501", "LISA2.001", "LISA2.501", "LISA3.001",
+    "LISA3.501", "LISA4.001", "LISA4.501", "LISA5.001", "LISA5.501", "LISA5.627", "LISA5.850",
+)  # fmt: skip
+_LISA_END = "*" * 44  # the line that ends every record
+#: The source's damage in LISA1.501 (see SOURCE.md): ids it never holds, ids it holds twice.
+LISA_LOST_IDS = (1993, 1994, 1995, 1996, 1997)
+LISA_REPEATED_IDS = (1998, 1999, 2000, 2001)
+
+
+def lisa_records(text: str) -> list[list[str]]:
+    """The records of one document file: the lines between two ``*`` x 44 end lines."""
+    if not text.endswith("\n" + _LISA_END + "\n"):
+        raise BuildError("a LISA document file does not end with its record end line")
+    return [
+        chunk.split("\n") for chunk in text[: -len(_LISA_END) - 2].split("\n" + _LISA_END + "\n")
+    ]
+
+
+def lisa_paragraphs(lines: list[str]) -> list[str]:
+    """Runs of non-blank lines (a blank line may hold spaces), each joined by single spaces."""
+    paras: list[list[str]] = [[]]
+    for line in lines:
+        if line.strip():
+            paras[-1].append(line)
+        elif paras[-1]:
+            paras.append([])
+    return [join_lines(p) for p in paras if p]
+
+
+def build_lisa(name: str, raw: Path, out: Path) -> None:
+    """``docs/lisa-NNNN.md`` per abstract; golden rows for the 35 queries, all judged.
+
+    A record is ``Document <id>``, the title (one or more lines), a blank line (empty or
+    spaces), the abstract, then the ``*`` x 44 end line. Body: ``# <title>`` (its lines
+    joined) then the abstract as one paragraph (no abstract has a blank line inside).
+    LISA1.501 is damaged in the distribution itself: ids 1993-1997 are absent, 1998-2000
+    appear twice in it and 2001 once more at the head of LISA2.001 (the copies are the
+    same text; one file is written), and one record has no ``Document`` line (the tail of
+    a lost abstract, also spliced into 1992's): it is left out. Everything else is kept as
+    it is, upper case included. Judgements come from ``LISARJ.NUM`` (``LISA.REL`` is
+    garbled from query 21 to 23 in every copy; it agrees with ``LISARJ.NUM`` elsewhere).
+    """
+    root = out / name
+    docs_text: dict[str, str] = {}
+    records = headless = repeated = 0
+    for fname in LISA_DOC_FILES:
+        for lines in lisa_records((raw / fname).read_text(encoding="ascii")):
+            records += 1
+            m = re.fullmatch(r"Document\s+(\d+)\s*", lines[0])
+            if not m:
+                if fname != "LISA1.501" or headless:
+                    raise BuildError(
+                        f"{name}: unexpected record without a Document line in {fname}"
+                    )
+                headless += 1
+                continue
+            doc_id = str(int(m.group(1)))
+            rest = lines[1:]
+            blank = next((i for i, ln in enumerate(rest) if not ln.strip()), None)
+            if not blank:  # None (no blank line) or 0 (no title)
+                raise BuildError(f"{name}: document {doc_id} has no title line and blank line")
+            title = join_lines(rest[:blank])
+            paras = lisa_paragraphs(rest[blank + 1 :])
+            if len(paras) != 1:
+                raise BuildError(f"{name}: document {doc_id} has {len(paras)} abstract paragraphs")
+            markdown = f"# {title}\n\n{escape_block_syntax(paras[0])}\n"
+            rel = f"docs/lisa-{int(doc_id):04d}.md"
+            if rel in docs_text:
+                if int(doc_id) not in LISA_REPEATED_IDS or docs_text[rel] != markdown:
+                    raise BuildError(f"{name}: document {doc_id} repeated with other text")
+                repeated += 1
+                continue
+            docs_text[rel] = markdown
+            head = ["---", f"lisa_id: {json.dumps(doc_id)}", "---"]
+            write_text(root / rel, "\n".join(head) + "\n\n" + markdown)
+    lost = [i for i in range(1, 6005) if f"docs/lisa-{i:04d}.md" not in docs_text]
+    if lost != list(LISA_LOST_IDS) or len(docs_text) != 6004 - len(LISA_LOST_IDS):
+        raise BuildError(f"{name}: unexpected set of documents (absent ids {lost[:10]})")
+
+    # LISARJ.NUM: whitespace-separated integers, per query: id, count, that many doc ids.
+    numbers = [int(n) for n in (raw / "LISARJ.NUM").read_text(encoding="ascii").split()]
+    judged: dict[int, list[str]] = {}
+    i = 0
+    while i < len(numbers):
+        qid, count = numbers[i], numbers[i + 1]
+        if qid in judged or i + 2 + count > len(numbers):
+            raise BuildError(f"{name}: malformed LISARJ.NUM at query {qid}")
+        judged[qid] = [f"docs/lisa-{d:04d}.md" for d in numbers[i + 2 : i + 2 + count]]
+        i += 2 + count
+
+    # LISA.QUE: a line holding the query id, then the request, ended by " #".
+    queries: list[tuple[str, str]] = []
+    que = (raw / "LISA.QUE").read_text(encoding="ascii")
+    for m in re.finditer(r"(?m)^(\d+)\n(.*?)#[ \t]*$", que, flags=re.S):
+        queries.append((m.group(1), join_lines(m.group(2).split("\n"))))
+    if len(queries) != 35 or sorted(judged) != [int(q) for q, _ in queries]:
+        raise BuildError(f"{name}: {len(queries)} queries; judged {sorted(judged)}")
+    rows: list[dict[str, Any]] = []
+    for source_id, query in queries:
+        expected = sorted(set(judged[int(source_id)]))
+        missing = [p for p in expected if p not in docs_text]
+        if missing:
+            raise BuildError(f"{name}: query {source_id} judges unknown documents {missing}")
+        n_words = len(content_words(query))
+        rows.append(
+            {
+                "query": query,
+                "expected": expected,
+                "id": f"lisa-q{int(source_id):02d}",
+                "source_query_id": source_id,
+                "words": n_words,
+                "length_bucket": length_bucket(n_words),
+                "trigram_overlap": max(trigram_overlap(query, docs_text[p]) for p in expected),
+                "word_overlap": max(word_overlap(query, docs_text[p]) for p in expected),
+            }
+        )
+    write_jsonl(root / "golden.jsonl", rows)
+    pairs = sum(len(r["expected"]) for r in rows)
+    lengths = sorted(r["words"] for r in rows)
+    write_stats(
+        root / "stats.json",
+        {
+            "name": name,
+            "docs": len(docs_text),
+            "records_in_source": records,
+            "records_without_id": headless,
+            "records_repeated": repeated,
+            "ids_absent": list(LISA_LOST_IDS),
+            "queries": len(rows),
+            "queries_in_source": len(queries),
+            "relevant_pairs": pairs,
+            "mean_relevant_per_query": round(pairs / len(rows), 2),
+            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
+            "mean_content_words": round(sum(lengths) / len(lengths), 2),
+            "median_content_words": lengths[len(lengths) // 2],
+            "queries_per_length_bucket": {
+                label: sum(1 for r in rows if r["length_bucket"] == label)
+                for label, _, _ in LENGTH_BUCKETS
+            },
+        },
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Vue.js documentation trees: copied unchanged; ja also gets the en->ja title set
 # ---------------------------------------------------------------------------------------------
 
@@ -766,6 +985,7 @@ BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
     "md-vue-docs-ja": build_vue,
     "cranfield-en": build_cranfield,
     "cacm-en": build_cacm,
+    "lisa-en": build_lisa,
     "jsquad-ja-para": build_squad,
     "xquad-en-para": build_squad,
 }

@@ -98,6 +98,7 @@ def test_paths_resolve_via_the_golden_folder_then_the_kb_root(tmp_path: Path) ->
         "xquad-en-para/golden.jsonl",
         "xquad-en-para/golden-hard.jsonl",
         "cacm-en/golden.jsonl",
+        "lisa-en/golden.jsonl",
         "cranfield-en/golden.jsonl",
         "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
         "md-vue-docs-ja/golden-questions-en2ja.jsonl",

@@ -94,8 +94,9 @@ def test_the_cap_leaves_room_for_every_golden_query() -> None:
 
     files = sorted(EVALDATA.glob("*/golden*.jsonl"))
     pasted = [p for p in files if p.name == "golden-pasted.jsonl"]
-    # cacm-en's longest request (504 characters, a paragraph) is the longest: searched whole
-    assert 0 < longest([p for p in files if p not in pasted]) * 3 <= MAX_QUERY_CHARS
+    # lisa-en's longest request (773 characters, a paragraph and its list of search terms)
+    # is the longest: searched whole, with room to spare
+    assert 0 < longest([p for p in files if p not in pasted]) * 2 <= MAX_QUERY_CHARS
     # pasted console dumps (issue #42) run past the embedder's cut on purpose, never past
     # what is read at all
     assert MAX_QUERY_CHARS < longest(pasted) <= MAX_INPUT_CHARS

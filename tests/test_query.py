@@ -497,7 +497,11 @@ def _phrase_count(query: str) -> int:
 #: Golden files of long requests, kept for what the cap does to them (issue #42: cacm-en's
 #: 75th percentile compiles to 24 phrases and 4 of its 52 requests pass 32; pasted console
 #: dumps and stack traces run far past it).
-LONG_REQUESTS = {"cacm-en/golden.jsonl", "md-vue-docs-en/golden-pasted.jsonl"}
+LONG_REQUESTS = {
+    "cacm-en/golden.jsonl",
+    "lisa-en/golden.jsonl",
+    "md-vue-docs-en/golden-pasted.jsonl",
+}
 
 
 @pytest.mark.parametrize("path", _golden_files(), ids=lambda p: f"{p.parent.name}/{p.name}")
