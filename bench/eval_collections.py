@@ -37,9 +37,9 @@ REFERENCE = {
 }
 
 #: Every (collection, golden file) evaluated, in this order: those with a reference figure,
-#: then the ones without (their reference cell is "-"). cacm-en: long English requests
-#: (issue #42); its plain FTS5 porter BM25 baseline is ``bench/bm25_baseline.py``.
-GOLDEN_FILES = [*REFERENCE, ("cacm-en", "golden.jsonl")]
+#: then the ones without (their reference cell is "-"). cacm-en and lisa-en: long English
+#: requests (issue #42); their plain FTS5 porter BM25 baseline is ``bench/bm25_baseline.py``.
+GOLDEN_FILES = [*REFERENCE, ("cacm-en", "golden.jsonl"), ("lisa-en", "golden.jsonl")]
 
 
 def scratch_copy(evaldata: Path, work: Path, collection: str) -> Path:
