@@ -27,7 +27,12 @@ from groove_core.config import (
     index_path,
 )
 from groove_core.dialects import COMMONMARK, VaultKind, markup_for, vault_kind
-from groove_core.embedding import Embedder
+from groove_core.embedding import (
+    EMBEDDING_TEXT_KEY,
+    EMBEDDING_TEXT_RULES,
+    Embedder,
+    embedding_input,
+)
 from groove_core.index_report import (
     CHUNKING_KEY,
     IndexProgress,
@@ -164,6 +169,7 @@ class Indexer:
         states = self.store.doc_states()
         if not states:  # an empty index: cut as configured from here on
             self.store.set_meta(CHUNKING_KEY, chunking_settings(self.config.index))
+        self._embedding_text_rules()
         index_file = index_path(self.kb, self.config)
         files = list(
             walk_kb(self.kb, self.config, index_file, self.report.skipped, loaders=self.loaders)
@@ -194,6 +200,29 @@ class Indexer:
         self.report.notes.extend([note] if note else [])
         self.report.seconds = time.perf_counter() - started
         return self.report
+
+    def _embedding_text_rules(self) -> None:
+        """Once per change of what the embedder is given for a chunk
+        (:func:`~groove_core.embedding.embedding_input`): the chunks whose text the new
+        rules change wait for a new vector, which this run's vector pass embeds."""
+        if self.store.get_meta(EMBEDDING_TEXT_KEY) == EMBEDDING_TEXT_RULES:
+            return
+        changed: list[int] = []
+        if self.store.has_vectors():
+            after = 0
+            while page := self.store.chunk_texts(after, 2000):
+                for chunk_id, context, content in page:
+                    text = f"{context}\n{content}" if context else content
+                    if embedding_input(text) != text:
+                        changed.append(chunk_id)
+                after = page[-1][0]
+        if changed:
+            self.store.requeue_vectors(changed)
+            self.report.notes.append(
+                f"{len(changed)} chunk{'s' if len(changed) != 1 else ''} written in capitals "
+                "are embedded again, lower-cased (what the embedder is given changed)"
+            )
+        self.store.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES)
 
     def _passes(
         self,

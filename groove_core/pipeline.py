@@ -10,7 +10,7 @@ import numpy as np
 
 from groove_core.config import MAX_LIMIT, ConfigError
 from groove_core.context import QueryContext
-from groove_core.embedding import checked_vectors
+from groove_core.embedding import checked_vectors, embedding_input
 from groove_core.fusion import Fused, fuse, leg_scales
 from groove_core.logs import get_logger
 from groove_core.models import LegResult, SearchHit, SearchResponse
@@ -39,7 +39,7 @@ class _Memo:
     def __call__(self) -> np.ndarray:
         if self._vector is None:
             embedder = self._embedder
-            vector = embedder.embed_query(self._text)
+            vector = embedder.embed_query(embedding_input(self._text))
             shape = (1, embedder.dim)
             checked = checked_vectors(np.reshape(vector, (1, -1)), *shape, embedder.identity)
             self._vector = checked[0]

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from groove_core.chunking import Chunk, estimate_tokens
+from groove_core.embedding import EMBEDDING_TEXT_KEY
 from groove_core.index_report import CHUNKING_KEY, EARLIER_CHUNKING
 from groove_core.links import RawLink
 from groove_core.storage import DocState, EmbedderMismatchError, NewDocument
@@ -49,6 +50,10 @@ def copy_documents(
     target.bind_embedder(identity, dim)
     # the chunks are copied as the source cut them: so is what says how (``chunking_note``)
     target.set_meta(CHUNKING_KEY, source.get_meta(CHUNKING_KEY) or EARLIER_CHUNKING)
+    # and the vectors as the source embedded them: so is what says from which texts
+    rules = source.get_meta(EMBEDDING_TEXT_KEY)
+    if rules is not None:
+        target.set_meta(EMBEDDING_TEXT_KEY, rules)
     states = source.doc_states()
     documents = source.documents()
     copied = 0

@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from groove_core.chunking import Chunk
-from groove_core.embedding import Embedder, EmbedderError, checked_vectors, zero_rows
+from groove_core.embedding import (
+    EMBEDDING_TEXT_KEY,
+    EMBEDDING_TEXT_RULES,
+    Embedder,
+    EmbedderError,
+    checked_vectors,
+    embedding_input,
+    zero_rows,
+)
 from groove_core.errors import GrooveError
 from groove_core.index_report import IndexProgress, ProgressFn
 from groove_core.storage import IndexStore
@@ -23,12 +31,13 @@ ZERO_VECTOR = "the embedder returned a zero vector (findable by its words only)"
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """What the embedder sees: the contextual prefix, then the chunk's own text."""
+    """What the embedder sees: the contextual prefix, then the chunk's own text (lower-cased
+    when written in capitals: :func:`~groove_core.embedding.embedding_input`)."""
     return _text(chunk.context, chunk.content)
 
 
 def _text(context: str, content: str) -> str:
-    return f"{context}\n{content}" if context else content
+    return embedding_input(f"{context}\n{content}" if context else content)
 
 
 def reembed(
@@ -49,6 +58,7 @@ def reembed(
     )
     # An empty index still records its new embedder, so searching it is allowed.
     store.bind_embedder(embedder.identity, embedder.dim)
+    store.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES)
     return passed.embedded
 
 

@@ -886,6 +886,20 @@ class Store:
             _new_vectors_version(self.conn)
         self._matrix = None
 
+    def requeue_vectors(self, chunk_ids: Sequence[int]) -> None:
+        ids = [(int(i),) for i in dict.fromkeys(chunk_ids)]
+        if not ids:
+            return
+        with self.transaction():
+            if self.has_vectors():
+                self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", ids)
+            self.conn.executemany(
+                "INSERT OR IGNORE INTO pending_vectors(chunk_id) "
+                "SELECT id FROM chunks WHERE id = ?",
+                ids,
+            )
+            _new_vectors_version(self.conn)
+
     def pending_vectors(self) -> int:
         """How many chunks have no vector yet (ADR-0015). Cost: a count of those only."""
         return int(self.conn.execute("SELECT count(*) FROM pending_vectors").fetchone()[0])

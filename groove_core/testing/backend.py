@@ -267,6 +267,31 @@ class BackendContract:
         assert _top(app, "rust ownership")[0][0] == "notes/rust.md"
         assert app.doctor().healthy
 
+    def test_text_in_capitals_is_embedded_lower_cased(self, request: Any, tmp_path: Path) -> None:
+        from groove_core.embedding import EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES
+
+        caps = "# MEETING MINUTES\n\nTHE COMMITTEE APPROVED THE LIBRARY BUDGET FOR NEXT YEAR.\n"
+        app = open_kb(self.kb(request, tmp_path / "kb", {**BILINGUAL, "caps.md": caps}))
+        assert app.store.get_meta(EMBEDDING_TEXT_KEY) == EMBEDDING_TEXT_RULES
+        (chunk,) = _chunks_holding(app.store, "COMMITTEE APPROVED")
+        row = app.store.chunk_rows([chunk])[chunk]
+        expected = app.embedder.embed_documents([f"{row.context}\n{row.content}".lower()])[0]
+        assert (app.store.embeddings([chunk])[chunk] == expected).all()
+        # An index embedded under the earlier rules: its next run embeds that chunk again
+        app.store.set_meta(EMBEDDING_TEXT_KEY, "1")
+        app.store.requeue_vectors([])  # nothing to do
+        stale = app.embedder.embed_documents([f"{row.context}\n{row.content}"])
+        app.store.requeue_vectors([chunk])
+        assert app.store.pending_vectors() == 1 and chunk not in app.store.embeddings([chunk])
+        app.store.write_vectors([chunk], stale)
+        report = Groove.open(app.kb).index()
+        assert report.chunks_embedded == 1 and report.unchanged == len(BILINGUAL) + 1
+        assert any("1 chunk written in capitals" in note for note in report.notes)
+        assert (app.store.embeddings([chunk])[chunk] == expected).all()
+        assert app.store.get_meta(EMBEDDING_TEXT_KEY) == EMBEDDING_TEXT_RULES
+        assert Groove.open(app.kb).index().chunks_embedded == 0  # once
+        assert app.doctor().healthy
+
     def test_doctor_healthy_and_repair(self, request: Any, tmp_path: Path) -> None:
         app = open_kb(self.kb(request, tmp_path / "kb"))
         result = app.doctor()

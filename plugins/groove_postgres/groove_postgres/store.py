@@ -1348,6 +1348,17 @@ class PostgresStore:
             self.set_meta(VECTORS_PENDING_KEY, "1")
         self._identity = None
 
+    def requeue_vectors(self, chunk_ids: Sequence[int]) -> None:
+        ids = [int(i) for i in dict.fromkeys(chunk_ids)]
+        if not ids:
+            return
+        with self.transaction() as conn:
+            conn.execute(
+                f"DELETE FROM {self._s}.vectors WHERE kb = %s AND chunk_id = ANY(%s::bigint[])",
+                (self.kb_id, ids),
+            )
+            self.set_meta(VECTORS_PENDING_KEY, "1")
+
     def _pending_sql(self) -> str:
         return (
             f"FROM {self._s}.chunks c WHERE c.kb = %s AND NOT EXISTS "
