@@ -1,6 +1,6 @@
 """What searching a query's common words costs: whole searches under two settings (by
-default ``[search] word_common_share`` 0.2, as before issue #42, and 0.5), query by query,
-in one process.
+default ``[search] lexical_common_share`` 0.2, the default, and 0.5, which keeps every word
+bm25 still weighs; issue #42, docs/eval.md), query by query, in one process.
 
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/common_share_cost.py \
         --kb DIR --golden FILE [--golden FILE ...] [--first KEY=VALUE] [--second KEY=VALUE] \
@@ -40,8 +40,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--kb", type=Path, required=True)
     parser.add_argument("--golden", type=Path, action="append", required=True)
-    parser.add_argument("--first", default="search.word_common_share=0.2")
-    parser.add_argument("--second", default="search.word_common_share=0.5")
+    parser.add_argument("--first", default="search.lexical_common_share=0.2")
+    parser.add_argument("--second", default="search.lexical_common_share=0.5")
     parser.add_argument("--passes", type=int, default=3)
     args = parser.parse_args()
     app = Groove.open(args.kb)

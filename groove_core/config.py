@@ -147,18 +147,8 @@ class SearchConfig(_Strict):
         ge=0.0,
         le=1.0,
         description=(
-            "the trigram leg leaves out a query phrase found in more than this share of the "
-            "chunks (the rarest always stays; its phrases cost the most); 0 keeps them all"
-        ),
-    )
-    word_common_share: float = Field(
-        0.5,
-        ge=0.0,
-        le=1.0,
-        description=(
-            "the word leg (and query expansion) leave out a query term found in more than "
-            "this share of the chunks (the rarest always stays); at 0.5 nothing that bm25 "
-            "weighs is left out (a long request's common words still count); 0 keeps them all"
+            "the lexical legs (trigram, word) leave out a query phrase or term found in more "
+            "than this share of the chunks (the rarest always stays); 0 keeps them all"
         ),
     )
     fusion: FusionConfig = FusionConfig()

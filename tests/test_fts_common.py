@@ -110,8 +110,7 @@ def test_the_leg_reports_what_it_left_out(tmp_path: Path, monkeypatch: pytest.Mo
     assert [h.chunk_id for h in word.hits] == [h.chunk_id for h in fts.hits]
     # Off: every phrase stays and the leg says nothing.
     (tmp_path / "kb" / "groove.toml").write_text(
-        '[embedder]\nname = "hashing"\n[search]\nlexical_common_share = 0\nword_common_share = 0\n',
-        encoding="utf-8",
+        '[embedder]\nname = "hashing"\n[search]\nlexical_common_share = 0\n', encoding="utf-8"
     )
     app = open_kb(tmp_path / "kb", index=False)
     _, legs, _ = app.search_explained("system zephyr", limit=3)
@@ -125,23 +124,3 @@ def _ids(app: object, path: str) -> frozenset[int]:
     store = app.store  # type: ignore[attr-defined]
     doc = next(d for d in store.documents() if d.path == path)
     return frozenset(c.chunk_id for c in store.document_chunks(doc.doc_id))
-
-
-def test_the_word_leg_keeps_a_term_bm25_still_weighs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # "library" is in 12 of 31 chunks (39 %): the trigram leg leaves it out (share 0.2),
-    # the word leg keeps it (0.5: its idf is still above zero), and it decides the order
-    # among the chunks both hold "zephyr" in
-    notes = {f"n{i}.md": f"# Note {i}\n\nthe library is open {i}\n" for i in range(10)}
-    notes |= {f"m{i}.md": f"# Memo {i}\n\nthe garden is open {i}\n" for i in range(19)}
-    notes["a.md"] = "# A\n\na zephyr in the library\n"
-    notes["b.md"] = "# B\n\na zephyr in the garden\n"
-    app = open_kb(make_kb(tmp_path / "kb", notes))
-    monkeypatch.setattr("groove_core.builtins.legs.COMMON_PHRASE_MIN_ROWS", 0)
-    _, legs, _ = app.search_explained("zephyr library", limit=3)
-    fts = next(leg for leg in legs if leg.name == "fts")
-    word = next(leg for leg in legs if leg.name == "word")
-    assert fts.meta["common_dropped"] == ["library"]
-    assert "common_dropped" not in word.meta
-    assert word.hits[0].chunk_id in _ids(app, "a.md")

@@ -295,12 +295,9 @@ class WordLeg:
         index = ctx.store.leg_index("word")
         if index is None:
             return _missing(ctx, "word")
-        # As in the trigram leg, a term in a large share of the chunks costs the most and
-        # ranks the least; but a word costs far less than a trigram phrase, so the default
-        # share (0.5) leaves out only what bm25 gives no weight: a long request's common
-        # words (library, information) still rank (docs/eval.md, issue #42). ``terms``
-        # stays whole in the meta (the coverage rule's IDF mass).
-        share = ctx.config.search.word_common_share
+        # As in the trigram leg: a term in a large share of the chunks costs the most and
+        # ranks the least. ``terms`` stays whole in the meta (the coverage rule's IDF mass).
+        share = ctx.config.search.lexical_common_share
         common = common_terms(ctx.store, terms, share) if share else []
         kept = [t for t in terms if t not in common]  # the rarest term always stays
         if truncated:

@@ -111,7 +111,7 @@ def search(ctx: QueryContext) -> LegResult | None:
         return LegResult(NAME, (), {"skipped": True, "reason": reason})
     # The word leg's own query: without the terms in a large share of the chunks (their
     # bm25 cost is the leg's, and they rank nothing), the rarest always kept.
-    share = ctx.config.search.word_common_share
+    share = ctx.config.search.lexical_common_share
     common = set(common_terms(ctx.store, terms, share)) if share else set()
     kept = [t for t in terms if t not in common]
     fusion = ctx.config.search.fusion
