@@ -610,6 +610,25 @@ def smart_lines(fields: list[tuple[str, list[str]]], tag: str) -> list[str]:
     return [" ".join(ln.split()) for t, lines in fields if t == tag for ln in lines if ln.strip()]
 
 
+def _request_stats(rows: list[dict[str, Any]], in_source: int) -> dict[str, Any]:
+    """The stats.json keys of a collection of long requests (cacm-en, lisa-en)."""
+    pairs = sum(len(r["expected"]) for r in rows)
+    lengths = sorted(r["words"] for r in rows)
+    return {
+        "queries": len(rows),
+        "queries_in_source": in_source,
+        "relevant_pairs": pairs,
+        "mean_relevant_per_query": round(pairs / len(rows), 2),
+        "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
+        "mean_content_words": round(sum(lengths) / len(lengths), 2),
+        "median_content_words": lengths[len(lengths) // 2],
+        "queries_per_length_bucket": {
+            label: sum(1 for r in rows if r["length_bucket"] == label)
+            for label, _, _ in LENGTH_BUCKETS
+        },
+    }
+
+
 def build_cacm(name: str, raw: Path, out: Path) -> None:
     """``docs/cacm-NNNN.md`` per article; golden rows for the queries that have judgements.
 
@@ -688,25 +707,13 @@ def build_cacm(name: str, raw: Path, out: Path) -> None:
         row["word_overlap"] = max(word_overlap(query, docs_text[p]) for p in expected)
         rows.append(row)
     write_jsonl(root / "golden.jsonl", rows)
-    pairs = sum(len(r["expected"]) for r in rows)
-    lengths = sorted(r["words"] for r in rows)
     write_stats(
         root / "stats.json",
         {
             "name": name,
             "docs": len(docs_text),
             "docs_with_abstract": with_abstract,
-            "queries": len(rows),
-            "queries_in_source": len(queries),
-            "relevant_pairs": pairs,
-            "mean_relevant_per_query": round(pairs / len(rows), 2),
-            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
-            "mean_content_words": round(sum(lengths) / len(lengths), 2),
-            "median_content_words": lengths[len(lengths) // 2],
-            "queries_per_length_bucket": {
-                label: sum(1 for r in rows if r["length_bucket"] == label)
-                for label, _, _ in LENGTH_BUCKETS
-            },
+            **_request_stats(rows, len(queries)),
         },
     )
 
@@ -834,8 +841,6 @@ def build_lisa(name: str, raw: Path, out: Path) -> None:
             }
         )
     write_jsonl(root / "golden.jsonl", rows)
-    pairs = sum(len(r["expected"]) for r in rows)
-    lengths = sorted(r["words"] for r in rows)
     write_stats(
         root / "stats.json",
         {
@@ -845,17 +850,7 @@ def build_lisa(name: str, raw: Path, out: Path) -> None:
             "records_without_id": headless,
             "records_repeated": repeated,
             "ids_absent": list(LISA_LOST_IDS),
-            "queries": len(rows),
-            "queries_in_source": len(queries),
-            "relevant_pairs": pairs,
-            "mean_relevant_per_query": round(pairs / len(rows), 2),
-            "mean_trigram_overlap_vs_best_rel_doc": mean4([r["trigram_overlap"] for r in rows]),
-            "mean_content_words": round(sum(lengths) / len(lengths), 2),
-            "median_content_words": lengths[len(lengths) // 2],
-            "queries_per_length_bucket": {
-                label: sum(1 for r in rows if r["length_bucket"] == label)
-                for label, _, _ in LENGTH_BUCKETS
-            },
+            **_request_stats(rows, len(queries)),
         },
     )
 
