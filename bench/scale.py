@@ -32,6 +32,7 @@ import corpus
 from timing import OFFLINE_ENV, timed_groove
 
 from groove_core.app import Groove
+from groove_core.embedding import embedding_input
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -142,7 +143,7 @@ def time_query(app: Groove, q: str) -> dict[str, float]:
     ctx = searcher.context(q, limit=10)
     out: dict[str, float] = {}
     started = time.perf_counter()
-    vector = embedder.embed_query(ctx.query.embed_text)
+    vector = embedder.embed_query(embedding_input(ctx.query.embed_text, query=True))
     out["embed"] = time.perf_counter() - started
     started = time.perf_counter()
     store.vector_search(vector, ctx.leg_size)

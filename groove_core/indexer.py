@@ -54,6 +54,7 @@ from groove_core.vector_pass import (
     VectorPass,
     VectorPipeline,
     _embedder_call,
+    chunk_text,
 )
 from groove_core.walk import SourceFile, read_source, walk_kb
 
@@ -204,7 +205,8 @@ class Indexer:
     def _embedding_text_rules(self) -> None:
         """Once per change of what the embedder is given for a chunk
         (:func:`~groove_core.embedding.embedding_input`): the chunks whose text the new
-        rules change wait for a new vector, which this run's vector pass embeds."""
+        rules change lose their vectors and wait for new ones, which this run's vector pass
+        embeds."""
         if self.store.get_meta(EMBEDDING_TEXT_KEY) == EMBEDDING_TEXT_RULES:
             return
         changed: list[int] = []
@@ -212,15 +214,16 @@ class Indexer:
             after = 0
             while page := self.store.chunk_texts(after, 2000):
                 for chunk_id, context, content in page:
-                    text = f"{context}\n{content}" if context else content
+                    text = chunk_text(context, content)
                     if embedding_input(text) != text:
                         changed.append(chunk_id)
                 after = page[-1][0]
-        if changed:
-            self.store.requeue_vectors(changed)
+        dropped = self.store.requeue_vectors(changed) if changed else 0
+        if dropped:
             self.report.notes.append(
-                f"{len(changed)} chunk{'s' if len(changed) != 1 else ''} written in capitals "
-                "are embedded again, lower-cased (what the embedder is given changed)"
+                f"{dropped} chunk{' is' if dropped == 1 else 's are'} written in capitals: "
+                f"{'it is' if dropped == 1 else 'they are'} embedded again, lower-cased "
+                "(what the embedder is given changed)"
             )
         self.store.set_meta(EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES)
 

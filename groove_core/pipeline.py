@@ -39,7 +39,7 @@ class _Memo:
     def __call__(self) -> np.ndarray:
         if self._vector is None:
             embedder = self._embedder
-            vector = embedder.embed_query(embedding_input(self._text))
+            vector = embedder.embed_query(embedding_input(self._text, query=True))
             shape = (1, embedder.dim)
             checked = checked_vectors(np.reshape(vector, (1, -1)), *shape, embedder.identity)
             self._vector = checked[0]

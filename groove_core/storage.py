@@ -271,10 +271,11 @@ class IndexStore(SearchStore, Protocol):
         """Drop every vector and the embedder binding (a re-embed starts so)."""
         ...
 
-    def requeue_vectors(self, chunk_ids: Sequence[int]) -> None:
+    def requeue_vectors(self, chunk_ids: Sequence[int]) -> int:
         """Drop these chunks' vectors (ids without a chunk are ignored), in one transaction:
         they wait for a new vector (:meth:`pending_chunks`), as after an edit; the embedder
-        binding stays. For a change of what the embedder is given (groove index)."""
+        binding stays. Returns how many vectors were dropped. For a change of what the
+        embedder is given (groove index)."""
         ...
 
     def write_vectors(self, chunk_ids: Sequence[int], vectors: np.ndarray) -> None:

@@ -37,7 +37,12 @@ def embedding_text(chunk: Chunk) -> str:
 
 
 def _text(context: str, content: str) -> str:
-    return embedding_input(f"{context}\n{content}" if context else content)
+    return embedding_input(chunk_text(context, content))
+
+
+def chunk_text(context: str, content: str) -> str:
+    """A chunk's text as the embedder's rules read it (before :func:`embedding_input`)."""
+    return f"{context}\n{content}" if context else content
 
 
 def reembed(

@@ -886,12 +886,21 @@ class Store:
             _new_vectors_version(self.conn)
         self._matrix = None
 
-    def requeue_vectors(self, chunk_ids: Sequence[int]) -> None:
+    def requeue_vectors(self, chunk_ids: Sequence[int]) -> int:
         ids = [(int(i),) for i in dict.fromkeys(chunk_ids)]
         if not ids:
-            return
+            return 0
+        dropped = 0
         with self.transaction():
             if self.has_vectors():
+                # chunks with a vector are those not waiting for one (ADR-0015)
+                dropped = int(
+                    self.conn.execute(
+                        "SELECT count(*) FROM chunks WHERE id IN (SELECT value FROM json_each(?)) "
+                        "AND id NOT IN (SELECT chunk_id FROM pending_vectors)",
+                        (json.dumps([i for (i,) in ids]),),
+                    ).fetchone()[0]
+                )
                 self.conn.executemany("DELETE FROM vec_chunks WHERE chunk_id = ?", ids)
             self.conn.executemany(
                 "INSERT OR IGNORE INTO pending_vectors(chunk_id) "
@@ -899,6 +908,8 @@ class Store:
                 ids,
             )
             _new_vectors_version(self.conn)
+        self._matrix = None
+        return dropped
 
     def pending_vectors(self) -> int:
         """How many chunks have no vector yet (ADR-0015). Cost: a count of those only."""

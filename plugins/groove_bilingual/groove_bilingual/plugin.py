@@ -246,6 +246,7 @@ def candidates(
 
 
 _LATIN_WORD = re.compile("[A-Za-z0-9]+")
+_KATAKANA_FORM = re.compile("[\u30a1-\u30fa\u30fc]+")
 
 
 def english_words(ctx: QueryContext) -> dict[str, str]:
@@ -360,11 +361,22 @@ def choose(
 
 
 def _katakana_counts(ctx: QueryContext, index: Any) -> Callable[[str], int | None]:
-    """A katakana headword's own chunk count, from the KB's katakana table."""
-    from groove_bilingual.transliteration import katakana_table
+    """A katakana headword's own chunk count, from the KB's katakana table: reached (and
+    made, once per index state) only when a query has such a headword to count."""
+    from groove_bilingual.transliteration import MIN_LENGTH, katakana_table
 
-    table = katakana_table(ctx.store, index, index.rows([])[1])
-    return lambda shown: table.holding(normalize(shown))
+    tables: list[Any] = []
+
+    def holding(shown: str) -> int | None:
+        form = normalize(shown)
+        if len(form) < MIN_LENGTH or not _KATAKANA_FORM.fullmatch(form):
+            return None
+        if not tables:
+            tables.append(katakana_table(ctx.store, index, index.rows([])[1]))
+        count: int | None = tables[0].holding(form)
+        return count
+
+    return holding
 
 
 def search(ctx: QueryContext) -> LegResult | None:

@@ -1348,16 +1348,18 @@ class PostgresStore:
             self.set_meta(VECTORS_PENDING_KEY, "1")
         self._identity = None
 
-    def requeue_vectors(self, chunk_ids: Sequence[int]) -> None:
+    def requeue_vectors(self, chunk_ids: Sequence[int]) -> int:
         ids = [int(i) for i in dict.fromkeys(chunk_ids)]
         if not ids:
-            return
+            return 0
         with self.transaction() as conn:
-            conn.execute(
+            dropped = conn.execute(
                 f"DELETE FROM {self._s}.vectors WHERE kb = %s AND chunk_id = ANY(%s::bigint[])",
                 (self.kb_id, ids),
-            )
-            self.set_meta(VECTORS_PENDING_KEY, "1")
+            ).rowcount
+            if dropped > 0:  # the chunks wait for their vectors (set only when some do)
+                self.set_meta(VECTORS_PENDING_KEY, "1")
+        return max(dropped, 0)
 
     def _pending_sql(self) -> str:
         return (
