@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from groove_core.embedding import EmbedderError
+from groove_core.embedding import EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES, EmbedderError
 from groove_core.index_report import CHUNKING_KEY, chunking_note
 from groove_core.kb_files import changes_on_disk, iso_time
 
@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from groove_core.app import Groove
     from groove_core.kb_files import DiskTracker
     from groove_core.storage import IndexStore
+
+#: ``embedding_note`` of an index embedded before text in capitals was lower-cased.
+EARLIER_EMBEDDING_TEXT = (
+    "embedded before groove gave the embedder text in capitals lower-cased; the next "
+    "'groove index' embeds any such chunks again"
+)
 
 
 def kb_status(app: Groove) -> dict[str, Any]:
@@ -65,6 +71,7 @@ def _empty(app: Groove) -> dict[str, Any]:
         "vectors_pending": 0,
         "semantic_note": None,
         "chunking_note": None,
+        "embedding_note": None,
     }
 
 
@@ -88,6 +95,12 @@ def _from_index(app: Groove, store: IndexStore) -> dict[str, Any]:
         "chunking_note": (
             chunking_note(store.get_meta(CHUNKING_KEY), app.config.index)
             if counts["chunks"]
+            else None
+        ),
+        # Vectors embedded before a change of what the embedder is given (an upgrade).
+        "embedding_note": (
+            EARLIER_EMBEDDING_TEXT
+            if store.has_vectors() and store.get_meta(EMBEDDING_TEXT_KEY) != EMBEDDING_TEXT_RULES
             else None
         ),
     }

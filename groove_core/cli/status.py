@@ -80,6 +80,8 @@ def human_lines(status: dict[str, Any]) -> list[str]:
         lines.append("vectors:        every chunk embedded")
     if status["chunking_note"]:
         lines.append(f"chunking:       {printable(status['chunking_note'])}")
+    if status["embedding_note"]:
+        lines.append(f"embedded text:  {printable(status['embedding_note'])}")
     return lines
 
 

@@ -272,6 +272,7 @@ class BackendContract:
 
     def test_text_in_capitals_is_embedded_lower_cased(self, request: Any, tmp_path: Path) -> None:
         from groove_core.embedding import EMBEDDING_TEXT_KEY, EMBEDDING_TEXT_RULES
+        from groove_core.status import kb_status
         from groove_core.vector_pass import embed_pending
 
         caps = "# MEETING MINUTES\n\nTHE COMMITTEE APPROVED THE LIBRARY BUDGET FOR NEXT YEAR.\n"
@@ -302,12 +303,14 @@ class BackendContract:
         assert seen == [lowered] and app.store.pending_vectors() == 0
         # An index embedded under the earlier rules: its next run embeds that chunk again
         app.store.set_meta(EMBEDDING_TEXT_KEY, "1")
+        assert "capitals" in (kb_status(app)["embedding_note"] or "")
         report = Groove.open(app.kb).index()
         assert report.chunks_embedded == 1 and report.unchanged == len(BILINGUAL) + 1
         assert any("1 chunk is written in capitals" in note for note in report.notes)
         assert chunk in app.store.embeddings([chunk])
         assert app.store.get_meta(EMBEDDING_TEXT_KEY) == EMBEDDING_TEXT_RULES
         assert Groove.open(app.kb).index().chunks_embedded == 0  # once
+        assert kb_status(app)["embedding_note"] is None
         assert app.doctor().healthy
 
     def test_doctor_healthy_and_repair(self, request: Any, tmp_path: Path) -> None:
