@@ -280,7 +280,10 @@ class LocalServer:
         sock = self._sock
         assert sock is not None and self.path is not None
         mark = f"{self.path}{SILENT}"
-        sock.settimeout(MARK_CHECK)
+        try:
+            sock.settimeout(MARK_CHECK)
+        except OSError:
+            return  # closed before this thread began (a server stopped at once)
         seen: int | None = None
         while True:
             seen = self._tidy_mark(mark, seen)
