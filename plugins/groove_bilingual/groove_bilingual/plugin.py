@@ -246,7 +246,6 @@ def candidates(
 
 
 _LATIN_WORD = re.compile("[A-Za-z0-9]+")
-_KATAKANA_FORM = re.compile("[\u30a1-\u30fa\u30fc]+")
 
 
 def english_words(ctx: QueryContext) -> dict[str, str]:
@@ -363,13 +362,13 @@ def choose(
 def _katakana_counts(ctx: QueryContext, index: Any) -> Callable[[str], int | None]:
     """A katakana headword's own chunk count, from the KB's katakana table: reached (and
     made, once per index state) only when a query has such a headword to count."""
-    from groove_bilingual.transliteration import MIN_LENGTH, katakana_table
+    from groove_bilingual.transliteration import countable, katakana_table
 
     tables: list[Any] = []
 
     def holding(shown: str) -> int | None:
         form = normalize(shown)
-        if len(form) < MIN_LENGTH or not _KATAKANA_FORM.fullmatch(form):
+        if not countable(form):
             return None
         if not tables:
             tables.append(katakana_table(ctx.store, index, index.rows([])[1]))

@@ -325,7 +325,7 @@ class KatakanaTable:
 
         The word index counts a multi-token form only by its rarest token (``コース`` by
         ``ース``, which ``ソース`` and ``ケース`` hold too); this count is the form's own."""
-        if len(form) < MIN_LENGTH or not _KATAKANA_WORD.fullmatch(form):
+        if not countable(form):
             return None
         if self._by_pair is None:
             pairs: dict[str, list[str]] = defaultdict(list)
@@ -368,6 +368,11 @@ class KatakanaTable:
                         scores[found] = max(scores.get(found, 0.0), FUZZY * first)
         kept = [(w, round(s, 3)) for w, s in scores.items() if _opens_with_vowel(w) == opens]
         return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
+
+
+def countable(form: str) -> bool:
+    """Whether ``form`` is a katakana word as the table keeps them (at least MIN_LENGTH)."""
+    return _KATAKANA_WORD.fullmatch(form) is not None
 
 
 def covering(found: list[tuple[str, float]]) -> list[tuple[str, float]]:
