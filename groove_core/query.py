@@ -30,6 +30,7 @@ __all__ = [
     "QueryWarning",
     "Rarity",
     "match_expression",
+    "most_distinctive",
     "normalize",
     "parse_query",
 ]
@@ -92,6 +93,10 @@ class ParsedQuery:
     # (text, quoted) of every part of the non-excluded tokens: the word leg segments these
     # itself (its tokens have no 3-character floor; see groove_core.words).
     positive_parts: tuple[tuple[str, bool], ...] = ()
+    # A pasted log's group of each of ``positive_parts`` (0 the lines that say what went
+    # wrong, 1 its other lines, 2 its frames; see :func:`most_distinctive`); empty for
+    # any other query, whose parts are all one group.
+    positive_groups: tuple[int, ...] = ()
 
 
 def normalize(text: str) -> str:
@@ -391,13 +396,11 @@ def _cap(
     """
     if len(phrases) <= limit:
         return tuple(phrases), None
-    rank = groups if groups is not None else [0] * len(phrases)
     if rarity is None:
         kept, which = phrases[:limit], "the first"
     else:
-        counts = rarity(phrases)
-        order = sorted(range(len(phrases)), key=lambda i: (rank[i], _rank_key(counts[i]), i))
-        kept, which = [phrases[i] for i in sorted(order[:limit])], "the most distinctive"
+        keep = most_distinctive(rarity(phrases), limit, groups)
+        kept, which = [phrases[i] for i in keep], "the most distinctive"
     chosen = set(kept)
     dropped = tuple(p for p in phrases if p not in chosen)
     warning = QueryWarning(
@@ -409,6 +412,19 @@ def _cap(
         dropped=dropped,
     )
     return tuple(kept), warning
+
+
+def most_distinctive(
+    counts: Sequence[int | None], limit: int, groups: Sequence[int] | None = None
+) -> list[int]:
+    """The positions of the ``limit`` most distinctive of a query's phrases or terms, in
+    query order, given how many chunks hold each (``counts``): a lower group's before a
+    higher one's (``groups``: a pasted log's, as :attr:`ParsedQuery.positive_groups`),
+    then the rarest; one the index does not hold (None or 0) last. Both lexical legs cap
+    a query this way (the trigram leg's phrases, the word leg's terms)."""
+    rank = groups if groups else [0] * len(counts)
+    order = sorted(range(len(counts)), key=lambda i: (rank[i], _rank_key(counts[i]), i))
+    return sorted(order[:limit])
 
 
 def _rank_key(count: int | None) -> tuple[int, int]:
@@ -552,4 +568,15 @@ def parse_query(
         fts_skipped=fts_skipped,
         warnings=tuple(warnings),
         positive_parts=tuple((part.text, part.quoted) for t in kept for part in t.parts),
+        positive_groups=(
+            tuple(
+                rank
+                for rank, group in enumerate(groups)
+                for t in group
+                if not t.negative
+                for _ in t.parts
+            )
+            if len(groups) > 1
+            else ()
+        ),
     )

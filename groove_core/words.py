@@ -160,26 +160,41 @@ def segment(text: str) -> str:
     return " ".join(tokens(_ANCHOR.sub(" ", text)))
 
 
-def query_terms(parts: Sequence[tuple[str, bool]]) -> tuple[list[str], bool]:
+def query_terms(
+    parts: Sequence[tuple[str, bool]], *, limit: int | None = MAX_TERMS
+) -> tuple[list[str], bool]:
     """(FTS5 terms, truncated): a plain part gives one term per distinct token, a quoted
-    part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously).
+    part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously); the
+    first ``limit`` of them (all with ``limit`` None; the word leg keeps the most distinctive
+    instead: ``groove_core.builtins.legs.word_terms``).
 
     English stop words are left out of plain parts and kept in quoted ones (``"state of
     the art"`` is a phrase of four tokens). A query of nothing but stop words keeps them:
     a search for ``to be or not to be`` has no other words to look up."""
-    terms = _terms(parts, drop_stop_words=True) or _terms(parts, drop_stop_words=False)
-    distinct = list(dict.fromkeys(terms))
-    return distinct[:MAX_TERMS], len(distinct) > MAX_TERMS
+    distinct = list(term_parts(parts))
+    if limit is None:
+        return distinct, False
+    return distinct[:limit], len(distinct) > limit
 
 
-def _terms(parts: Sequence[tuple[str, bool]], *, drop_stop_words: bool) -> list[str]:
-    terms: list[str] = []
-    for text, quoted in parts:
+def term_parts(parts: Sequence[tuple[str, bool]]) -> dict[str, int]:
+    """Each distinct term of :func:`query_terms` (uncut, in order) -> the position of the
+    part it first occurs in."""
+    found = _terms(parts, drop_stop_words=True) or _terms(parts, drop_stop_words=False)
+    out: dict[str, int] = {}
+    for term, part in found:
+        out.setdefault(term, part)
+    return out
+
+
+def _terms(parts: Sequence[tuple[str, bool]], *, drop_stop_words: bool) -> list[tuple[str, int]]:
+    terms: list[tuple[str, int]] = []
+    for i, (text, quoted) in enumerate(parts):
         found = tokens(text, drop_stop_words=drop_stop_words and not quoted)
         if quoted and len(found) > 1:
-            terms.append(" ".join(found))
+            terms.append((" ".join(found), i))
         else:
-            terms.extend(found)
+            terms.extend((t, i) for t in found)
     return terms
 
 

@@ -16,6 +16,7 @@ from groove_core.query import (
     ParsedQuery,
     QueryError,
     QueryWarning,
+    most_distinctive,
     normalize,
     parse_query,
 )
@@ -296,6 +297,21 @@ def test_a_pasted_stack_trace_says_its_message_first() -> None:
     capped = parse_query(TRACE, max_phrases=6, rarity=rarity)
     assert capped.positives[:2] == ("Uncaught", "promise")
     assert not {"node_modules", "runtime", "setupStatefulComponent"} & set(capped.positives)
+
+
+def test_the_word_leg_reads_a_pasted_logs_groups() -> None:
+    # Each positive part carries its group, which the word leg's term cap reads as the
+    # trigram leg's phrase cap does (groove_core.builtins.legs.word_terms).
+    parsed = parse_query(TRACE)
+    assert len(parsed.positive_groups) == len(parsed.positive_parts)
+    assert list(parsed.positive_groups) == sorted(parsed.positive_groups)
+    group = dict(zip((t for t, _ in parsed.positive_parts), parsed.positive_groups, strict=True))
+    assert group["TypeError:"] == 0 and group["callWithErrorHandling"] == 2
+    # one group: no groups recorded
+    assert parse_query("How do I test a component?").positive_groups == ()
+    # a lower group's before a higher one's, then the rarest, one the index lacks last
+    assert most_distinctive([9, 5, 1, 1], 2, [0, 0, 2, 2]) == [0, 1]
+    assert most_distinctive([9, 0, 5, None, 2], 3) == [0, 2, 4]
 
 
 def test_a_hostile_log_costs_what_plain_text_of_its_length_does() -> None:

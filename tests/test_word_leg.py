@@ -121,6 +121,38 @@ def test_query_terms_quote_phrases_and_cap() -> None:
     assert len(terms) == words.MAX_TERMS and truncated
 
 
+def _filler(count: int) -> list[str]:
+    """``count`` distinct made-up words that the stemmer leaves as they are."""
+    letters = "bcdfghjklm"
+    return [f"zq{letters[i // 10]}{letters[i % 10]}x" for i in range(count)]
+
+
+def test_a_long_request_keeps_its_rarest_terms(tmp_path: Path) -> None:
+    # Past the word leg's term cap, a request's rarest words are kept, wherever they stand:
+    # its first words are rarely its point (issue #42). Every filler word is in two notes,
+    # "glider" in one, and it comes last.
+    filler = _filler(words.MAX_TERMS + 12)
+    kb = make_kb(
+        tmp_path / "kb",
+        {
+            "a.md": "# A\n\n" + " ".join(filler) + "\n",
+            "b.md": "# B\n\n" + " ".join(filler) + "\n",
+            "glider.md": "# Flight\n\nThe glider lands on a short strip.\n",
+        },
+        config=FAST_CONFIG,
+    )
+    app = open_kb(kb, entry_points=False)
+    _, legs, ctx = app.search_explained(" ".join([*filler, "glider"]))
+    word = next(leg for leg in legs if leg.name == "word")
+    assert len(word.meta["terms"]) == words.MAX_TERMS
+    assert "glider" in word.meta["terms"]
+    assert filler[-1] not in word.meta["terms"]
+    paths = [app.store.chunk_rows([h.chunk_id])[h.chunk_id].path for h in word.hits]
+    assert "glider.md" in paths
+    assert any(f"only the {words.MAX_TERMS} most distinctive" in n for n in ctx.notes)
+    app.close()
+
+
 def test_two_character_words_are_found(kb: Path) -> None:
     app = open_kb(kb, entry_points=False)
     response, legs, _ = app.search_explained("状態 管理")

@@ -24,6 +24,7 @@ from groove_core.folding import fold_char
 from groove_core.hookspecs import hookimpl
 from groove_core.leg_index import LegIndexSpec
 from groove_core.models import LegHit, LegResult
+from groove_core.query import most_distinctive
 
 if TYPE_CHECKING:
     from groove_core.storage import SearchStore
@@ -69,13 +70,31 @@ def _missing(ctx: QueryContext, name: str) -> LegResult:
 
 
 def word_terms(ctx: QueryContext) -> tuple[list[str], bool]:
-    """(the word leg's terms of the query, whether they were cut at its limit), as
-    ``groove_core.words.query_terms`` gives them: computed once per query for every stage
-    that reads them (the lexical legs, query expansion). Not to be modified."""
-    terms: tuple[list[str], bool] = ctx.shared(
-        "word.terms", lambda: words.query_terms(ctx.query.positive_parts)
-    )
+    """(the word leg's terms of the query, whether they were cut at its limit): computed
+    once per query for every stage that reads them (the lexical legs, query expansion).
+    Not to be modified.
+
+    The terms are ``groove_core.words.query_terms``'s; past ``words.MAX_TERMS`` of them
+    the most distinctive are kept as the trigram leg keeps its phrases
+    (``groove_core.query.most_distinctive``): a pasted log's telling lines' first, then the
+    terms fewest chunks hold (a quoted phrase counted by its rarest token). A long request's
+    first words are rarely its point (issue #42)."""
+    terms: tuple[list[str], bool] = ctx.shared("word.terms", lambda: _capped_terms(ctx))
     return terms
+
+
+def _capped_terms(ctx: QueryContext) -> tuple[list[str], bool]:
+    found = words.term_parts(ctx.query.positive_parts)
+    terms = list(found)
+    if len(terms) <= words.MAX_TERMS:
+        return terms, False
+    split = {t: t.split(" ") for t in terms}
+    counts, _ = word_rows(ctx.store, sorted({tok for toks in split.values() for tok in toks}))
+    rarity = [min(counts.get(tok, 0) for tok in split[t]) for t in terms]
+    by_part = ctx.query.positive_groups
+    groups = [by_part[found[t]] for t in terms] if by_part else None
+    keep = most_distinctive(rarity, words.MAX_TERMS, groups)
+    return [terms[i] for i in keep], True
 
 
 def trigram_ids(store: SearchStore, phrases: Sequence[str]) -> frozenset[int]:
@@ -301,7 +320,10 @@ class WordLeg:
         common = common_terms(ctx.store, terms, share) if share else []
         kept = [t for t in terms if t not in common]  # the rarest term always stays
         if truncated:
-            ctx.note(f"the word leg used only the first {words.MAX_TERMS} distinct terms")
+            ctx.note(
+                f"the word leg used only the {words.MAX_TERMS} most distinctive of the "
+                "query's distinct terms"
+            )
         allowed, excluded, k = _scope(ctx)
         fusion = ctx.config.search.fusion
         weights = (fusion.heading, fusion.context, fusion.content)
