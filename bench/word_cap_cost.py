@@ -1,0 +1,111 @@
+"""What the word leg's term cap costs: whole searches of the queries past its 48 distinct
+terms, keeping the most distinctive 48 (groove's rule: ``groove_core.builtins.legs.
+word_terms``) against the first 48 (the rule before it; issue #42, docs/query-syntax.md),
+query by query, in one process.
+
+    HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/word_cap_cost.py \
+        --kb DIR --golden FILE [--golden FILE ...] [--joined FILE] [--passes 5]
+
+``--kb`` is an indexed KB (any embedder: each query's vector is computed once, in a
+warm-up pass, and cached). ``--joined`` adds long requests made of a golden file's queries
+joined two by two (``evaldata/lisa-en/golden.jsonl``: requests of 60 to 90 distinct terms).
+Only the queries past the cap are timed. Each is searched once per rule, alternately, the
+first rule changing every pass; its time is its fastest pass, in process CPU seconds (the
+legs run on threads of their own, which the process clock counts). Prints, per source,
+median / p95 per rule and the median and p95 of the per-query ratio (most distinctive over
+first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from timing import p95
+
+from groove_core import words
+from groove_core.app import Groove
+from groove_core.builtins import legs
+from groove_core.context import QueryContext
+from groove_core.evaluation.golden import load_golden
+from groove_core.evaluation.runner import CachedEmbedder
+from groove_core.pipeline import Searcher
+from groove_core.plugins import make_plugin_manager
+
+Rule = Callable[[QueryContext], tuple[list[str], bool]]
+
+
+def first_terms(ctx: QueryContext) -> tuple[list[str], bool]:
+    """The rule before: the query's first ``words.MAX_TERMS`` distinct terms."""
+    return words.query_terms(ctx.query.positive_parts)
+
+
+def ms(samples: list[float]) -> str:
+    return f"{statistics.median(samples) * 1000:.1f} / {p95(samples) * 1000:.1f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--kb", type=Path, required=True)
+    parser.add_argument("--golden", type=Path, action="append", default=[])
+    parser.add_argument("--joined", type=Path, action="append", default=[])
+    parser.add_argument("--passes", type=int, default=5)
+    args = parser.parse_args()
+    sources: list[tuple[str, list[str]]] = []
+    for golden in args.golden:
+        sources.append((golden.parent.name, [q.query for q in load_golden(golden).queries]))
+    for golden in args.joined:
+        queries = [q.query for q in load_golden(golden).queries]
+        pairs = [f"{a} {b}" for a, b in zip(queries[::2], queries[1::2], strict=False)]
+        sources.append((f"{golden.parent.name}, joined two by two", pairs))
+    app = Groove.open(args.kb)
+    searcher = Searcher(make_plugin_manager(app.config), app.store, CachedEmbedder(app.embedder))
+    distinctive: Rule = legs._capped_terms
+    rules: list[Rule] = [distinctive, first_terms]
+
+    def timed(rule: Rule, query: str) -> float:
+        legs._capped_terms = rule
+        started = time.process_time()
+        searcher.run(searcher.context(query))
+        return time.process_time() - started
+
+    chunks = app.store.counts().get("chunks", "?")
+    print(f"KB: {args.kb.name}, {chunks} chunks; most distinctive 48 terms vs the first 48")
+    print(
+        "| queries | past the cap | distinctive: median / p95 ms | first: median / p95 ms "
+        "| ratio median / p95 |"
+    )
+    print("|---|---|---|---|---|")
+    for name, queries in sources:
+        long = [q for q in queries if len(words.term_parts(_parts(searcher, q))) > words.MAX_TERMS]
+        if not long:
+            print(f"| {name} | 0 of {len(queries)} | | | |")
+            continue
+        for query in long:  # warm-up: embeds each query once
+            timed(first_terms, query)
+        times: list[list[list[float]]] = [[[] for _ in long] for _ in rules]
+        for n in range(args.passes):
+            order = list(enumerate(rules)) if n % 2 == 0 else list(enumerate(rules))[::-1]
+            for i, query in enumerate(long):
+                for r, rule in order:
+                    times[r][i].append(timed(rule, query))
+        best = [[min(t) for t in per] for per in times]
+        ratios = [a / b for a, b in zip(best[0], best[1], strict=True) if b > 0]
+        print(
+            f"| {name} | {len(long)} of {len(queries)} | {ms(best[0])} | {ms(best[1])} | "
+            f"{statistics.median(ratios):.2f} / {p95(ratios):.2f} |",
+            flush=True,
+        )
+    legs._capped_terms = distinctive
+    app.close()
+
+
+def _parts(searcher: Searcher, query: str) -> tuple[tuple[str, bool], ...]:
+    return searcher.context(query).query.positive_parts
+
+
+if __name__ == "__main__":
+    main()
