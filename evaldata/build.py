@@ -946,19 +946,28 @@ def build_vue(name: str, raw: Path, out: Path) -> None:
             **stats,
         },
     )
-    if name == "md-vue-docs-ja":
-        write_xlang(raw, root, set(files))
+    write_xlang(name, raw, root, set(files))
 
 
-def write_xlang(raw: Path, root: Path, ja_files: set[str]) -> None:
-    """golden-xlang-en2ja.jsonl: the H1 of each English page -> the Japanese page, same path."""
-    en_name = "md-vue-docs-en"
-    en_tree = raw / SOURCES[en_name]["tree"] / VUE_PREFIX
+#: A Vue tree's cross-lingual titles: (the other tree, whose page titles are the queries;
+#: the file's direction tag).
+XLANG = {
+    "md-vue-docs-ja": ("md-vue-docs-en", "en2ja"),
+    "md-vue-docs-en": ("md-vue-docs-ja", "ja2en"),
+}
+
+
+def write_xlang(name: str, raw: Path, root: Path, files: set[str]) -> None:
+    """golden-xlang-<tag>.jsonl: the H1 of each page of the other language's tree -> this
+    tree's page at the same path (``golden-xlang-en2ja.jsonl`` in the Japanese tree,
+    ``golden-xlang-ja2en.jsonl`` in the English one)."""
+    other, tag = XLANG[name]
+    other_tree = raw / SOURCES[other]["tree"] / VUE_PREFIX
     rows: list[dict[str, Any]] = []
-    for rel in markdown_files(en_tree):
-        if rel not in ja_files:
+    for rel in markdown_files(other_tree):
+        if rel not in files:
             continue
-        heads, _ = markdown_headings((en_tree / rel).read_text(encoding="utf-8"))
+        heads, _ = markdown_headings((other_tree / rel).read_text(encoding="utf-8"))
         h1 = [line for level, line in heads if level == 1]
         query = h1_query(h1[0]) if h1 else ""
         if not query:
@@ -967,12 +976,12 @@ def write_xlang(raw: Path, root: Path, ja_files: set[str]) -> None:
             {
                 "query": query,
                 "expected": [f"docs/{rel}"],
-                "id": f"vue-en2ja-{rel.removesuffix('.md')}",
-                "source": f"{en_name}/docs/{rel} (H1)",
+                "id": f"vue-{tag}-{rel.removesuffix('.md')}",
+                "source": f"{other}/docs/{rel} (H1)",
             }
         )
     rows.sort(key=lambda r: r["id"])
-    write_jsonl(root / "golden-xlang-en2ja.jsonl", rows)
+    write_jsonl(root / f"golden-xlang-{tag}.jsonl", rows)
 
 
 BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
@@ -991,15 +1000,23 @@ BUILDERS: dict[str, Callable[[str, Path, Path], None]] = {
 # ---------------------------------------------------------------------------------------------
 
 NOT_GENERATED = frozenset({"SOURCE.md"})  # hand-written, committed, not rebuilt
+#: Golden files written by hand for a collection (their SOURCE.md says how): committed, not
+#: rebuilt.
+HAND_WRITTEN = {
+    "jsquad-ja-para": frozenset({"golden-xlang-en2ja.jsonl"}),
+    "md-vue-docs-en": frozenset({"golden-pasted.jsonl", "golden-questions-ja2en.jsonl"}),
+    "md-vue-docs-ja": frozenset({"golden-questions-en2ja.jsonl"}),
+}
 
 
 def collection_files(folder: Path) -> set[str]:
     if not folder.is_dir():
         return set()
+    skip = NOT_GENERATED | HAND_WRITTEN.get(folder.name, frozenset())
     return {
         p.relative_to(folder).as_posix()
         for p in folder.rglob("*")
-        if p.is_file() and p.relative_to(folder).as_posix() not in NOT_GENERATED
+        if p.is_file() and p.relative_to(folder).as_posix() not in skip
     }
 
 
@@ -1033,7 +1050,7 @@ def raw_files_help() -> str:
             lines.append(f"    {fname}  = {repo_path}")
             lines.append(f"      sha256 {digest}")
     lines.append("")
-    lines.append("md-vue-docs-ja also needs the md-vue-docs-en tree (golden-xlang-en2ja.jsonl).")
+    lines.append("md-vue-docs-ja and md-vue-docs-en each need the other's tree (golden-xlang-*).")
     lines.append("See evaldata/README.md for download commands.")
     return "\n".join(lines)
 

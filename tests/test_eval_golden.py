@@ -103,6 +103,8 @@ def test_paths_resolve_via_the_golden_folder_then_the_kb_root(tmp_path: Path) ->
         "md-vue-docs-ja/golden-xlang-en2ja.jsonl",
         "md-vue-docs-ja/golden-questions-en2ja.jsonl",
         "md-vue-docs-en/golden-pasted.jsonl",
+        "md-vue-docs-en/golden-xlang-ja2en.jsonl",
+        "md-vue-docs-en/golden-questions-ja2en.jsonl",
         "dendron-vault-en/golden.jsonl",
         "dendron-vault-en/golden-keywords.jsonl",
         "dendron-vault-en/golden-stubs.jsonl",
