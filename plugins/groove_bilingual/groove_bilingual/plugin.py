@@ -60,6 +60,9 @@ COMMON_SHARE = 0.5
 MIN_FETCH = 100
 
 _JAPANESE_RUN = re.compile(f"{words.JAPANESE_CHAR}+")
+_KATAKANA_WORD = re.compile("[\u30a1-\u30fa\u30fc-\u30ff]+")
+#: The shortest found word a longer katakana word of a Japanese query is cut into.
+MIN_KATAKANA_PART = 3
 _KANJI_OR_KATAKANA = re.compile("[\u3005\u3400-\u9fff\uf900-\ufaff\u30a1-\u30fa\u30fc-\u30ff]")
 
 
@@ -209,18 +212,28 @@ def japanese_forms(ctx: QueryContext) -> list[str]:
 
 
 def _longest(text_runs: list[str], found: set[str]) -> list[str]:
-    """The found forms of a greedy longest-first cut of each run, in order."""
+    """The found forms of a greedy longest-first cut of each run, in order.
+
+    A katakana word is a loanword: it is cut only into found words of at least
+    MIN_KATAKANA_PART characters from its start (コンポーネント・ツリー), or found whole;
+    otherwise it is left out whole, not read as the words that happen to lie inside it
+    (バリデーター is no バリ and データー)."""
     out: list[str] = []
     for run in text_runs:
+        spans = [m.span() for m in _KATAKANA_WORD.finditer(run)]
         i = 0
         while i < len(run):
+            span = next(((a, b) for a, b in spans if a <= i < b), None)
             for n in range(min(MAX_FORM, len(run) - i), 0, -1):
-                if run[i : i + n] in found:
-                    out.append(run[i : i + n])
-                    i += n
-                    break
+                if run[i : i + n] not in found:
+                    continue
+                if span is not None and i + n < span[1] and n < MIN_KATAKANA_PART:
+                    continue  # a short piece of a longer katakana word
+                out.append(run[i : i + n])
+                i += n
+                break
             else:
-                i += 1
+                i = span[1] if span is not None else i + 1
     return list(dict.fromkeys(out))
 
 
@@ -242,10 +255,25 @@ def candidates(
     text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
     kept = _longest(_JAPANESE_RUN.findall(text), set(entries))
     units = {form: [(w, w, v) for w, v in entries[form]] for form in kept}
+    if own_words > 0:
+        # A Japanese question's Latin words (an API name, `props`, `TypeScript`) are
+        # already in the English notes' language: searched as they are. The word leg
+        # matches them too, but a Japanese query over English notes sets it aside.
+        for token in _latin_tokens(ctx):
+            units.setdefault(token, [(token, token, own_words)])
     return units, []
 
 
+def _latin_tokens(ctx: QueryContext) -> list[str]:
+    """The word leg's tokens of the query that are Latin-script words (stemmed)."""
+    terms, _ = word_terms(ctx)
+    tokens = (token for term in terms for token in term.split(" "))
+    return list(dict.fromkeys(t for t in tokens if _LATIN_TOKEN.fullmatch(t)))
+
+
 _LATIN_WORD = re.compile("[A-Za-z0-9]+")
+#: A word-leg token of a Latin-script word (lower-cased and stemmed), not a number.
+_LATIN_TOKEN = re.compile(r"[0-9]*[a-z\u00c0-\u024f][0-9a-z\u00c0-\u024f]*")
 
 
 def english_words(ctx: QueryContext) -> dict[str, str]:

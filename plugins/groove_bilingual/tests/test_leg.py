@@ -162,6 +162,37 @@ def test_a_japanese_query_finds_an_english_note(tmp_path: Path, jmdict: Path) ->
     assert leg.meta["translations"][0].startswith("状態: ")
 
 
+def test_a_japanese_querys_latin_words_are_searched_in_english_notes(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    # A Japanese question naming an API: the word leg matches `markRaw` but is set aside
+    # (a Japanese query over English notes); the leg searches it as it is, with the
+    # translations of its Japanese words.
+    notes = {
+        **ENGLISH,
+        "raw.md": "# Opting out\n\nmarkRaw() keeps an object out of the proxies.\n",
+        "more.md": "# State and more state\n\nState, state everywhere: the state of things.\n",
+    }
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    leg = _legs(app, "状態から markRaw で外すには")["bilingual"]
+    assert _paths(app, leg)[0] == "raw.md"
+    assert any(t.startswith("markraw: markraw 1") for t in leg.meta["translations"])
+    off = open_kb(_kb(tmp_path / "off", notes, jmdict, "own_words = 0\n"))
+    leg = _legs(off, "状態から markRaw で外すには")["bilingual"]
+    assert "raw.md" not in _paths(off, leg)
+
+
+def test_a_katakana_word_is_not_read_as_the_words_inside_it() -> None:
+    found = {"バリ", "データー", "コンポーネント", "ツリー", "状態"}
+    # バリデーター is no バリ and データー; a compound of whole loanwords is cut
+    assert plugin._longest(["バリデーター"], found) == []
+    assert plugin._longest(["コンポーネントツリー", "状態"], found) == [
+        "コンポーネント",
+        "ツリー",
+        "状態",
+    ]
+
+
 def test_the_switch_turns_it_off_per_query_and_by_default(tmp_path: Path, jmdict: Path) -> None:
     app = open_kb(_kb(tmp_path, JAPANESE, jmdict))
     assert "bilingual" not in _legs(app, "embed", options={"bilingual": False})
