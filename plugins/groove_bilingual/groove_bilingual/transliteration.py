@@ -16,9 +16,10 @@ marks out, repeats collapsed, so that the vowels katakana inserts between conson
   consonant or at the end is silent, as katakana writes it (``server`` -> ``サーバー``);
   vowels, ``w`` and ``y`` add nothing (``reactivity`` -> ``RKTBT``).
 
-An English word matches the KB's katakana words whose key is its key, or one edit away
-when the key has at least :data:`FUZZY_FROM` classes; a key under :data:`MIN_KEY` classes
-matches nothing (too many words share it). The table of the KB's katakana words (each
+An English word matches the KB's katakana words whose key is its key (its vowels agreeing
+with theirs, and its opening vowel with their first kana: ``using`` is no ``イージング``),
+or one edit away when the key has at least :data:`FUZZY_FROM` classes; a key under
+:data:`MIN_KEY` classes matches nothing (too many words share it). The table of the KB's katakana words (each
 with the chunks that hold it) is read once per state of the index, a page of chunks at a
 time through the storage contract (both backends), and kept per index.
 """
@@ -269,6 +270,24 @@ def _opens_with_vowel(word: str) -> bool:
     return word[:1].lower() in "aeiouwy" or word[:1] in _KANA_VOWELS
 
 
+#: The katakana an English word's opening vowel (or glide) may be written with
+#: (``user`` ユーザー, ``update`` アップデート; ``using`` is no イージング).
+_OPENING = {
+    "a": "アエ",
+    "e": "エイ",
+    "i": "イア",
+    "o": "オアウ",
+    "u": "アユウ",
+    "w": "ウワヲ",
+    "y": "ヤユヨイ",
+}
+
+
+def _opening_agrees(english: str, katakana: str) -> bool:
+    """Whether a word opening with a vowel sound opens as katakana may write it."""
+    return katakana[:1] in _OPENING.get(english[:1].lower(), katakana[:1])
+
+
 def _distance_at_most_one(a: str, b: str) -> bool:
     if a == b:
         return True
@@ -366,7 +385,11 @@ class KatakanaTable:
                 if other != key and _distance_at_most_one(key, other):
                     for found in self.by_key[other]:
                         scores[found] = max(scores.get(found, 0.0), FUZZY * first)
-        kept = [(w, round(s, 3)) for w, s in scores.items() if _opens_with_vowel(w) == opens]
+        kept = [
+            (w, round(s, 3))
+            for w, s in scores.items()
+            if _opens_with_vowel(w) == opens and (not opens or _opening_agrees(word, w))
+        ]
         return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
 
 

@@ -80,6 +80,11 @@ def test_the_table_matches_by_sound_and_vowels() -> None:
     # a three-class key (J P N / S P N) needs every vowel to agree: ス is no "ja"
     assert KatakanaTable.build(["スペイン"]).matches("Japan") == []
     assert KatakanaTable.build(["スロット"]).matches("slot") == [("スロット", 1.0)]
+    # a word opening with a vowel opens as katakana may write it: "using" is no イージング
+    opening = KatakanaTable.build(["イージング", "ユーティリティ", "アップデート"])
+    assert opening.matches("using") == [] and opening.matches("easing") == [("イージング", 1.0)]
+    assert [w for w, _ in opening.matches("utility")] == ["ユーティリティ"]
+    assert [w for w, _ in opening.matches("update")] == ["アップデート"]
 
 
 def test_the_table_counts_the_chunks_holding_a_katakana_word() -> None:
