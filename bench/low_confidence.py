@@ -5,7 +5,7 @@ Usage (from the repository root)::
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/low_confidence.py \
         [--work DIR] [--json out.jsonl]
 
-Indexes scratch copies of md-vue-docs-ja, jsquad-ja-para and xquad-en-para with the
+Indexes scratch copies of md-vue-docs-ja, md-vue-docs-en, jsquad-ja-para and xquad-en-para with the
 default configuration (groove-bilingual answers English queries over the Japanese docs when
 installed), then runs, in one process, limit 10:
 
@@ -14,6 +14,8 @@ installed), then runs, in one process, limit 10:
   vue-ja-questions.jsonl``, translations of English ones), every page's Japanese H1 title,
   and the off-topic questions (``low_confidence/offtopic-{en,ja}.txt``: cooking, tax,
   sport, gardening, ... which the docs do not cover);
+- over the English Vue docs: the Japanese->English golden files (page titles and questions)
+  and the same off-topic questions;
 - over jsquad and xquad: their golden questions and the same off-topic ones (those
   Wikipedia paragraphs cover some of those topics: "off-topic" there is only mostly so).
 
@@ -64,7 +66,7 @@ def _titles(kb: Path) -> list[dict[str, object]]:
 
 def query_sets(kbs: dict[str, Path]) -> list[tuple[str, str, list[dict[str, object]]]]:
     """(KB, set name, queries)."""
-    vue = kbs["md-vue-docs-ja"]
+    vue, en = kbs["md-vue-docs-ja"], kbs["md-vue-docs-en"]
     off_en, off_ja = _lines(HERE / "offtopic-en.txt"), _lines(HERE / "offtopic-ja.txt")
     return [
         ("md-vue-docs-ja", "en->ja titles", _jsonl(vue / "golden-xlang-en2ja.jsonl")),
@@ -73,6 +75,10 @@ def query_sets(kbs: dict[str, Path]) -> list[tuple[str, str, list[dict[str, obje
         ("md-vue-docs-ja", "ja titles", _titles(vue)),
         ("md-vue-docs-ja", "off-topic en", off_en),
         ("md-vue-docs-ja", "off-topic ja", off_ja),
+        ("md-vue-docs-en", "ja->en titles", _jsonl(en / "golden-xlang-ja2en.jsonl")),
+        ("md-vue-docs-en", "ja->en questions", _jsonl(en / "golden-questions-ja2en.jsonl")),
+        ("md-vue-docs-en", "off-topic en", off_en),
+        ("md-vue-docs-en", "off-topic ja", off_ja),
         ("jsquad-ja-para", "jsquad questions", _jsonl(kbs["jsquad-ja-para"] / "golden.jsonl")),
         ("jsquad-ja-para", "off-topic en", off_en),
         ("jsquad-ja-para", "off-topic ja", off_ja),
@@ -87,7 +93,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="write one line per query here")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="groove-lowconf-"))
-    names = ("md-vue-docs-ja", "jsquad-ja-para", "xquad-en-para")
+    names = ("md-vue-docs-ja", "md-vue-docs-en", "jsquad-ja-para", "xquad-en-para")
     kbs = {name: prepare(ROOT / "evaldata", work, name) for name in names}
     counts: dict[tuple[str, str, str], list[int]] = defaultdict(lambda: [0, 0])
     out = args.json.open("w", encoding="utf-8") if args.json else None
