@@ -109,8 +109,9 @@ class BilingualSettings(BaseModel):
         ge=0,
         le=5,
         description="katakana words of the notes searched per English query word, matched "
-        "by their sounds (reactivity -> リアクティビティー), at most (0-5); 0 turns "
-        "transliteration off",
+        "by their sounds (reactivity -> リアクティビティー), and English words of the notes "
+        "per katakana word of a Japanese query that the dictionary lacks, at most (0-5); 0 "
+        "turns transliteration off",
     )
     transliteration_weight: float = Field(
         1.5,
@@ -255,13 +256,20 @@ def candidates(
     text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
     kept = _longest(_JAPANESE_RUN.findall(text), set(entries))
     units = {form: [(w, w, v) for w, v in entries[form]] for form in kept}
+    from groove_bilingual.transliteration import countable
+
+    lacking = [
+        word
+        for word in dict.fromkeys(_KATAKANA_WORD.findall(text))
+        if countable(word) and not any(form in word or word in form for form in kept)
+    ]
     if own_words > 0:
         # A Japanese question's Latin words (an API name, `props`, `TypeScript`) are
         # already in the English notes' language: searched as they are. The word leg
         # matches them too, but a Japanese query over English notes sets it aside.
         for token in _latin_tokens(ctx):
             units.setdefault(token, [(token, token, own_words)])
-    return units, []
+    return units, lacking
 
 
 def _latin_tokens(ctx: QueryContext) -> list[str]:
@@ -317,6 +325,32 @@ def transliterate(
             weight = settings.transliteration_weight * similarity
             units[unit] = [*units.get(unit, []), (katakana, term, weight)]
             shown.append(f"{word}: {katakana} {similarity:g}")
+    return shown
+
+
+def transliterate_back(
+    ctx: QueryContext,
+    index: Any,
+    units: dict[str, list[tuple[str, str, float]]],
+    targets: list[str],
+    settings: BilingualSettings,
+) -> list[str]:
+    """Add to ``units`` each katakana word's English words of the KB that sound like it
+    (the reverse of :func:`transliterate`, for the loanwords the dictionary lacks), weighted
+    as a transliteration; returns them as ``--explain`` shows them."""
+    from groove_bilingual.transliteration import english_table
+
+    _, total = index.rows([])
+    table = english_table(ctx.store, index, total)
+    shown: list[str] = []
+    for katakana in targets:
+        for word, similarity in table.matches(katakana)[: settings.transliterations]:
+            found = words.tokens(word)
+            if len(found) != 1:
+                continue
+            weight = settings.transliteration_weight * similarity
+            units[katakana] = [*units.get(katakana, []), (word, found[0], weight)]
+            shown.append(f"{katakana}: {word} {similarity:g}")
     return shown
 
 
@@ -433,9 +467,11 @@ def search(ctx: QueryContext) -> LegResult | None:
             else [u for u in single if not _translated(u, units.get(u, []), df, chunks)]
         )
         sounds = transliterate(ctx, index, units, targets, settings)
-        if sounds:
-            more = {t for opts in units.values() for _, term, _ in opts for t in term.split(" ")}
-            df, chunks = index.rows(sorted(more))
+    elif script == "ja" and settings.transliterations > 0 and lacking:
+        sounds = transliterate_back(ctx, index, units, lacking, settings)
+    if sounds:
+        more = {t for opts in units.values() for _, term, _ in opts for t in term.split(" ")}
+        df, chunks = index.rows(sorted(more))
     holding = _katakana_counts(ctx, index) if script == "other" else None
     chosen = choose(units, df, chunks, settings.translations, holding)
     meta: dict[str, Any] = {

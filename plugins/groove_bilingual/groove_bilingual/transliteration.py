@@ -17,11 +17,13 @@ marks out, repeats collapsed, so that the vowels katakana inserts between conson
   vowels, ``w`` and ``y`` add nothing (``reactivity`` -> ``RKTBT``).
 
 An English word matches the KB's katakana words whose key is its key (its vowels agreeing
-with theirs, and its opening vowel with their first kana: ``using`` is no ``イージング``),
-or one edit away when the key has at least :data:`FUZZY_FROM` classes; a key under
-:data:`MIN_KEY` classes matches nothing (too many words share it). The table of the KB's katakana words (each
-with the chunks that hold it) is read once per state of the index, a page of chunks at a
-time through the storage contract (both backends), and kept per index.
+with theirs, and its opening vowel with their first kana: ``using`` is no ``イージング``), or one
+edit away when the key has at least :data:`FUZZY_FROM` classes; a key under :data:`MIN_KEY`
+classes matches nothing (too many words share it). The table of the KB's katakana words
+(each with the chunks that hold it) is read once per state of the index, a page of chunks at
+a time through the storage contract (both backends), and kept per index. The reverse,
+:class:`EnglishTable`, reads the KB's English words the same way for a Japanese query's
+katakana words that the dictionary lacks (``リアクティビティー`` -> ``reactivity``).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +55,8 @@ VOWEL_SHARE = 0.25
 MAX_VARIANTS = 8
 
 _KATAKANA_WORD = re.compile(f"[\u30a1-\u30fa\u30fc]{{{MIN_LENGTH},}}")
+#: A word of the notes in Latin letters, as written (an identifier is left out later).
+_ENGLISH_WORD = re.compile("[A-Za-z]{3,}")
 _LATIN = re.compile("[a-z]+")
 
 _CLASSES = {
@@ -330,12 +334,8 @@ class KatakanaTable:
             key = katakana_key(found)
             if len(key) >= MIN_KEY:
                 by_key[key].append(found)
-        near: dict[str, list[str]] = defaultdict(list)
-        for key in by_key:
-            if len(key) >= FUZZY_FROM - 1:
-                for shorter in _deletions(key):
-                    near[shorter].append(key)
-        return cls(dict(df), dict(by_key), dict(near), chunks, time.process_time() - started)
+        near = _near_index(by_key)
+        return cls(dict(df), dict(by_key), near, chunks, time.process_time() - started)
 
     def holding(self, form: str) -> int | None:
         """About how many chunks hold the katakana ``form`` inside one of their katakana
@@ -370,25 +370,102 @@ class KatakanaTable:
                 continue
             first = 1.0 - 0.05 * rank  # a later spelling of the word is a little less likely
             for found in self.by_key.get(key, ()):
-                agree = vowels_agree(sounds, katakana_sounds(found))
-                if agree >= (MIN_VOWELS if len(key) > MIN_KEY else 1.0):
-                    score = first * (1 - VOWEL_SHARE + VOWEL_SHARE * agree)
+                score = _exact(sounds, katakana_sounds(found), first)
+                if score:
                     scores[found] = max(scores.get(found, 0.0), score)
-            if len(key) < FUZZY_FROM:
-                continue
-            keys = set(self.near.get(key, ()))
-            for shorter in _deletions(key):
-                if shorter in self.by_key:
-                    keys.add(shorter)
-                keys.update(self.near.get(shorter, ()))
-            for other in keys:
-                if other != key and _distance_at_most_one(key, other):
-                    for found in self.by_key[other]:
-                        scores[found] = max(scores.get(found, 0.0), FUZZY * first)
+            for other in _near_keys(key, self.by_key, self.near):
+                for found in self.by_key[other]:
+                    scores[found] = max(scores.get(found, 0.0), FUZZY * first)
         kept = [
             (w, round(s, 3))
             for w, s in scores.items()
             if _opens_with_vowel(w) == opens and (not opens or _opening_agrees(word, w))
+        ]
+        return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
+
+
+def _exact(english: list[Sound], katakana: list[Sound], first: float) -> float:
+    """The similarity of an English spelling and a katakana word of the same key (0: their
+    vowels disagree; a key of MIN_KEY classes, which many words share, needs every vowel)."""
+    agree = vowels_agree(english, katakana)
+    if agree < (MIN_VOWELS if len(english) > MIN_KEY else 1.0):
+        return 0.0
+    return first * (1 - VOWEL_SHARE + VOWEL_SHARE * agree)
+
+
+def _near_keys(key: str, by_key: Mapping[str, object], near: Mapping[str, list[str]]) -> set[str]:
+    """The keys of ``by_key`` one edit away from ``key`` (from FUZZY_FROM classes)."""
+    if len(key) < FUZZY_FROM:
+        return set()
+    keys = set(near.get(key, ()))
+    for shorter in _deletions(key):
+        if shorter in by_key:
+            keys.add(shorter)
+        keys.update(near.get(shorter, ()))
+    return {other for other in keys if other != key and _distance_at_most_one(key, other)}
+
+
+def _near_index(keys: Iterable[str]) -> dict[str, list[str]]:
+    """A key less one class -> the keys (of FUZZY_FROM - 1 classes or more) it comes from."""
+    near: dict[str, list[str]] = defaultdict(list)
+    for key in keys:
+        if len(key) >= FUZZY_FROM - 1:
+            for shorter in _deletions(key):
+                near[shorter].append(key)
+    return dict(near)
+
+
+@dataclass
+class EnglishTable:
+    """The KB's English words by consonant key (each of their spellings'), each with the
+    chunks holding it: the reverse of :class:`KatakanaTable`, for a Japanese query's
+    katakana words that the dictionary lacks (``リアクティビティー`` -> ``reactivity``)."""
+
+    df: dict[str, int] = field(default_factory=dict)
+    #: key -> (word, which of its spellings gives that key)
+    by_key: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    near: dict[str, list[str]] = field(default_factory=dict)
+    chunks: int = 0
+    seconds: float = 0.0
+
+    @classmethod
+    def build(cls, texts: Iterable[str]) -> EnglishTable:
+        started = time.process_time()
+        df: dict[str, int] = defaultdict(int)
+        chunks = 0
+        for text in texts:
+            chunks += 1
+            found = {w.lower() for w in _ENGLISH_WORD.findall(text) if transliterable(w)}
+            for word in found:
+                df[word] += 1
+        by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
+        for word in df:
+            for rank, key in enumerate(english_keys(word)):
+                if len(key) >= MIN_KEY:
+                    by_key[key].append((word, rank))
+        near = _near_index(by_key)
+        return cls(dict(df), dict(by_key), near, chunks, time.process_time() - started)
+
+    def matches(self, katakana: str) -> list[tuple[str, float]]:
+        """(English word, similarity 0-1) the KB may write the katakana word as, best first
+        (ties: the more chunks, then the word)."""
+        sounds = katakana_sounds(katakana)
+        key = "".join(cls for cls, _ in sounds)
+        if len(key) < MIN_KEY:
+            return []
+        scores: dict[str, float] = {}
+        for word, rank in self.by_key.get(key, ()):
+            score = _exact(english_sounds(word)[rank], sounds, 1.0 - 0.05 * rank)
+            if score:
+                scores[word] = max(scores.get(word, 0.0), score)
+        for other in _near_keys(key, self.by_key, self.near):
+            for word, rank in self.by_key[other]:
+                scores[word] = max(scores.get(word, 0.0), FUZZY * (1.0 - 0.05 * rank))
+        opens = _opens_with_vowel(katakana)
+        kept = [
+            (w, round(s, 3))
+            for w, s in scores.items()
+            if _opens_with_vowel(w) == opens and (not opens or _opening_agrees(w, katakana))
         ]
         return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
 
@@ -420,6 +497,15 @@ def chunk_texts(store: Any) -> Iterable[str]:
         for _, context, content in page:
             yield f"{context} {content}"
         after = page[-1][0]
+
+
+_english_tables: PerIndexState[EnglishTable] = PerIndexState()
+
+
+def english_table(store: Any, index: Any, total: int) -> EnglishTable:
+    """The KB's English-word table, built once per state of the index, on the first
+    Japanese query with a katakana word the dictionary lacks."""
+    return _english_tables.get(store, index, total, lambda: EnglishTable.build(chunk_texts(store)))
 
 
 def katakana_table(store: Any, index: Any, total: int) -> KatakanaTable:

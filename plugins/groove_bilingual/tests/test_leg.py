@@ -182,6 +182,18 @@ def test_a_japanese_querys_latin_words_are_searched_in_english_notes(
     assert "raw.md" not in _paths(off, leg)
 
 
+def test_a_katakana_word_the_dictionary_lacks_is_sounded_out_in_english_notes(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    notes = {**ENGLISH, "reactivity.md": "# Reactivity\n\nHow reactivity tracks a change.\n"}
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    leg = _legs(app, "リアクティビティーの仕組み")["bilingual"]
+    assert _paths(app, leg) == ["reactivity.md"]
+    assert leg.meta["transliterated"] == ["リアクティビティー: reactivity 1"]
+    off = open_kb(_kb(tmp_path / "off", notes, jmdict, "transliterations = 0\n"))
+    assert not _legs(off, "リアクティビティーの仕組み")["bilingual"].hits
+
+
 def test_a_katakana_word_is_not_read_as_the_words_inside_it() -> None:
     found = {"バリ", "データー", "コンポーネント", "ツリー", "状態"}
     # バリデーター is no バリ and データー; a compound of whole loanwords is cut

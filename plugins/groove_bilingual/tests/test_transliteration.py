@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 from groove_bilingual import transliteration
 from groove_bilingual.transliteration import (
+    EnglishTable,
     KatakanaTable,
     covering,
     english_keys,
@@ -85,6 +86,19 @@ def test_the_table_matches_by_sound_and_vowels() -> None:
     assert opening.matches("using") == [] and opening.matches("easing") == [("イージング", 1.0)]
     assert [w for w, _ in opening.matches("utility")] == ["ユーティリティ"]
     assert [w for w, _ in opening.matches("update")] == ["アップデート"]
+
+
+def test_the_english_table_matches_a_katakana_word_back() -> None:
+    table = EnglishTable.build(
+        ["Reactivity in depth: how reactivity works", "Hydration mismatch", "markRaw and SSR"]
+    )
+    assert table.matches("リアクティビティー") == [("reactivity", 1.0)]
+    assert table.matches("ハイドレーション") == [("hydration", 1.0)]
+    assert table.df["reactivity"] == 1  # chunks, not occurrences
+    # identifiers and acronyms are not words to sound out; a short key matches nothing
+    assert "markraw" not in table.df and "ssr" not in table.df
+    assert table.matches("デプス") == [("depth", 1.0)]  # in "depth:"
+    assert table.matches("スペイン") == [] and table.matches("ティー") == []
 
 
 def test_the_table_counts_the_chunks_holding_a_katakana_word() -> None:
