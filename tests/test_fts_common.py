@@ -124,3 +124,17 @@ def _ids(app: object, path: str) -> frozenset[int]:
     store = app.store  # type: ignore[attr-defined]
     doc = next(d for d in store.documents() if d.path == path)
     return frozenset(c.chunk_id for c in store.document_chunks(doc.doc_id))
+
+
+def test_the_row_counts_kept_are_bounded(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Long queries (a pasted log's every token) ask for many terms' counts; an index keeps
+    # at most MAX_CACHED of them, then starts again, and still answers right.
+    from groove_core.sqlite import lexical_legs
+
+    monkeypatch.setattr(lexical_legs, "MAX_CACHED", 5)
+    index = store.leg_index("word")
+    assert index is not None
+    counts = index._counts  # type: ignore[attr-defined]
+    _, total = index.rows([f"zq{i}" for i in range(8)])
+    assert len(counts.cache) == 8  # this query's terms are all counted
+    assert index.rows(["zq1"]) == ({"zq1": 0}, total) and len(counts.cache) == 1

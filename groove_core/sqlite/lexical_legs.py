@@ -70,6 +70,10 @@ def lexical_rows(chunks: Iterable[IndexedChunk]) -> list[LexicalRow]:
     ]
 
 
+#: Terms whose row counts one index keeps, at most (each a short string and an int).
+MAX_CACHED = 100_000
+
+
 class _Counts:
     """Row counts per term from an FTS5 vocabulary, valid for one ``PRAGMA data_version``
     (another connection's commit changes it): counting a common term's rows reads its whole
@@ -82,9 +86,13 @@ class _Counts:
         self.total = 0
 
     def fresh(self) -> bool:
-        """Drop the cache when the index changed; True when it did."""
+        """Drop the cache when the index changed; True when it did. A cache past
+        MAX_CACHED terms is dropped too: long queries (a pasted log's every token) would
+        otherwise grow it for as long as the index does not change."""
         version = int(self.conn.execute("PRAGMA data_version").fetchone()[0])
         if version == self._version:
+            if len(self.cache) > MAX_CACHED:
+                self.cache = {}
             return False
         self.cache = {}
         # FTS5's own per-row table: the same rows the vocabulary counts, a b-tree count.

@@ -29,7 +29,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from groove_bilingual.index_state import PerIndexState
 from groove_core import words
-from groove_core.builtins.legs import word_terms
 from groove_core.config import ConfigSection
 from groove_core.context import LegSpec, StageSwitch
 from groove_core.hookspecs import hookimpl
@@ -190,8 +189,7 @@ class Choice:
 def english_units(ctx: QueryContext) -> list[str]:
     """The English query's word-leg tokens and their runs of up to MAX_NGRAM, as keys of
     the dictionary (a quoted phrase's tokens are words of the query too)."""
-    terms, _ = word_terms(ctx)
-    seq = list(dict.fromkeys(token for term in terms for token in term.split(" ")))
+    seq = list(dict.fromkeys(token for term in _terms(ctx) for token in term.split(" ")))
     keys = [
         " ".join(seq[i : i + n]) for n in range(1, MAX_NGRAM + 1) for i in range(len(seq) - n + 1)
     ]
@@ -215,27 +213,59 @@ def japanese_forms(ctx: QueryContext) -> list[str]:
 def _longest(text_runs: list[str], found: set[str]) -> list[str]:
     """The found forms of a greedy longest-first cut of each run, in order.
 
-    A katakana word is a loanword: it is cut only into found words of at least
-    MIN_KATAKANA_PART characters from its start (コンポーネント・ツリー), or found whole;
-    otherwise it is left out whole, not read as the words that happen to lie inside it
-    (バリデーター is no バリ and データー)."""
+    A katakana word is a loanword, read whole or not at all: it is found whole (a final
+    ``ー`` may be missing from the dictionary's spelling: ハンドラー is ハンドラ), or with
+    the kanji after it (データ型), or cut wholly into found words of at least
+    MIN_KATAKANA_PART characters (コンポーネントツリー: コンポーネント, ツリー); otherwise it
+    is left out, not read as the words that happen to lie inside it (バリデーター is no
+    バリ and データー, ミューテーション no ミュー)."""
     out: list[str] = []
     for run in text_runs:
-        spans = [m.span() for m in _KATAKANA_WORD.finditer(run)]
+        spans = {m.start(): m.end() for m in _KATAKANA_WORD.finditer(run)}
         i = 0
         while i < len(run):
-            span = next(((a, b) for a, b in spans if a <= i < b), None)
+            end = spans.get(i)
+            if end is not None:
+                longer = next(
+                    (
+                        run[i : i + n]
+                        for n in range(min(MAX_FORM, len(run) - i), end - i, -1)
+                        if run[i : i + n] in found
+                    ),
+                    None,
+                )
+                pieces = [longer] if longer else _katakana_pieces(run[i:end], found)
+                out.extend(pieces)
+                i += len(longer) if longer else end - i
+                continue
             for n in range(min(MAX_FORM, len(run) - i), 0, -1):
-                if run[i : i + n] not in found:
-                    continue
-                if span is not None and i + n < span[1] and n < MIN_KATAKANA_PART:
-                    continue  # a short piece of a longer katakana word
-                out.append(run[i : i + n])
-                i += n
-                break
+                form = run[i : i + n]
+                # a form ending inside a katakana word would cut it
+                cuts = any(a < i + n < b for a, b in spans.items())
+                if form in found and not cuts:
+                    out.append(form)
+                    i += n
+                    break
             else:
-                i = span[1] if span is not None else i + 1
+                i += 1
     return list(dict.fromkeys(out))
+
+
+def _katakana_pieces(word: str, found: set[str]) -> list[str]:
+    """A katakana word as found words: itself (or without its final ``ー``), else a cut into
+    found words of at least MIN_KATAKANA_PART characters covering all of it (longest first,
+    the last one's final ``ー`` optional); none when there is no such cut."""
+    for form in (word, word[:-1] if word.endswith("ー") else ""):
+        if form in found:
+            return [form]
+    if len(word) < 2 * MIN_KATAKANA_PART:
+        return []
+    for n in range(min(MAX_FORM, len(word) - MIN_KATAKANA_PART), MIN_KATAKANA_PART - 1, -1):
+        if word[:n] in found:
+            rest = _katakana_pieces(word[n:], found)
+            if rest:
+                return [word[:n], *rest]
+    return []
 
 
 def candidates(
@@ -255,7 +285,15 @@ def candidates(
     entries = dictionary.japanese(forms)
     text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
     kept = _longest(_JAPANESE_RUN.findall(text), set(entries))
-    units = {form: [(w, w, v) for w, v in entries[form]] for form in kept}
+    units: dict[str, list[tuple[str, str, float]]] = {}
+    if own_words > 0:
+        # A Japanese question's Latin words (an API name, `props`, `TypeScript`) are
+        # already in the English notes' language: searched as they are, first (the word
+        # leg matches them too, but the cross-script rule mostly sets it aside for a
+        # Japanese query over English notes).
+        units = {token: [(token, token, own_words)] for token in _latin_tokens(ctx)}
+    for form in kept:
+        units.setdefault(form, [(w, w, v) for w, v in entries[form]])
     from groove_bilingual.transliteration import countable
 
     lacking = [
@@ -263,19 +301,20 @@ def candidates(
         for word in dict.fromkeys(_KATAKANA_WORD.findall(text))
         if countable(word) and not any(form in word or word in form for form in kept)
     ]
-    if own_words > 0:
-        # A Japanese question's Latin words (an API name, `props`, `TypeScript`) are
-        # already in the English notes' language: searched as they are. The word leg
-        # matches them too, but a Japanese query over English notes sets it aside.
-        for token in _latin_tokens(ctx):
-            units.setdefault(token, [(token, token, own_words)])
     return units, lacking
 
 
+def _terms(ctx: QueryContext) -> list[str]:
+    """The query's word-leg terms in its own order, the first ``words.MAX_TERMS`` of them:
+    not the word leg's choice past that cap (its most distinctive terms, among which the
+    English words Japanese notes lack come last), and so runs of words are the query's."""
+    terms, _ = words.query_terms(ctx.query.positive_parts)
+    return terms
+
+
 def _latin_tokens(ctx: QueryContext) -> list[str]:
-    """The word leg's tokens of the query that are Latin-script words (stemmed)."""
-    terms, _ = word_terms(ctx)
-    tokens = (token for term in terms for token in term.split(" "))
+    """The query's word-leg tokens that are Latin-script words (stemmed)."""
+    tokens = (token for term in _terms(ctx) for token in term.split(" "))
     return list(dict.fromkeys(t for t in tokens if _LATIN_TOKEN.fullmatch(t)))
 
 

@@ -275,14 +275,15 @@ def _opens_with_vowel(word: str) -> bool:
 
 
 #: The katakana an English word's opening vowel (or glide) may be written with
-#: (``user`` ユーザー, ``update`` アップデート; ``using`` is no イージング).
+#: (``user`` ユーザー, ``update`` アップデート, ``auto`` オート, ``euro`` ユーロ, ``one``
+#: ワン; ``using`` is no イージング).
 _OPENING = {
-    "a": "アエ",
-    "e": "エイ",
+    "a": "アエオ",
+    "e": "エイユ",
     "i": "イア",
-    "o": "オアウ",
+    "o": "オアウワ",
     "u": "アユウ",
-    "w": "ウワヲ",
+    "w": "ウワ",
     "y": "ヤユヨイ",
 }
 

@@ -195,14 +195,18 @@ def test_a_katakana_word_the_dictionary_lacks_is_sounded_out_in_english_notes(
 
 
 def test_a_katakana_word_is_not_read_as_the_words_inside_it() -> None:
-    found = {"バリ", "データー", "コンポーネント", "ツリー", "状態"}
-    # バリデーター is no バリ and データー; a compound of whole loanwords is cut
-    assert plugin._longest(["バリデーター"], found) == []
+    found = {"バリ", "データー", "コンポーネント", "ツリー", "状態", "ミュー", "ハンドラ"}
+    found |= {"データ型", "ー", "クリック"}
+    # バリデーター is no バリ and データー, ミューテーション no ミュー; a compound of whole
+    # loanwords is cut, a final ー may be missing from the dictionary's spelling
+    assert plugin._longest(["バリデーター", "ミューテーション"], found) == []
     assert plugin._longest(["コンポーネントツリー", "状態"], found) == [
         "コンポーネント",
         "ツリー",
         "状態",
     ]
+    assert plugin._longest(["クリックハンドラー"], found) == ["クリック", "ハンドラ"]
+    assert plugin._longest(["データ型の状態"], found) == ["データ型", "状態"]
 
 
 def test_the_switch_turns_it_off_per_query_and_by_default(tmp_path: Path, jmdict: Path) -> None:

@@ -82,10 +82,13 @@ def test_the_table_matches_by_sound_and_vowels() -> None:
     assert KatakanaTable.build(["スペイン"]).matches("Japan") == []
     assert KatakanaTable.build(["スロット"]).matches("slot") == [("スロット", 1.0)]
     # a word opening with a vowel opens as katakana may write it: "using" is no イージング
-    opening = KatakanaTable.build(["イージング", "ユーティリティ", "アップデート"])
+    opening = KatakanaTable.build(
+        ["イージング", "ユーティリティ", "アップデート", "オートコンプリート"]
+    )
     assert opening.matches("using") == [] and opening.matches("easing") == [("イージング", 1.0)]
     assert [w for w, _ in opening.matches("utility")] == ["ユーティリティ"]
     assert [w for w, _ in opening.matches("update")] == ["アップデート"]
+    assert [w for w, _ in opening.matches("autocomplete")] == ["オートコンプリート"]
 
 
 def test_the_english_table_matches_a_katakana_word_back() -> None:
