@@ -322,3 +322,29 @@ def test_an_mcp_server_ended_with_sigterm_takes_its_socket_along(kb: Path) -> No
             proc.kill()
     assert proc.returncode == -signal.SIGTERM
     assert not list(_folder().glob(f"{proc.pid}-*"))
+
+
+def test_a_stop_the_moment_the_socket_appears_removes_it(
+    kb: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`serve` closes the listener from its SIGTERM handler, which Python runs between any
+    two lines of the main thread: one right after the socket got its name (the moment a
+    client, or a test, first sees it) must still remove it. The handler is installed before
+    the socket exists (seen in CI: a SIGTERM sent as the socket appeared left it behind)."""
+    app = Groove.open(kb)
+    listener = warm_server.LocalServer(
+        [(kb, None, app)], cli_factory=startup_cli, on_stop=lambda: None
+    )
+    real = Path.rename
+
+    def rename_then_stop(self: Path, target: Any) -> Any:
+        moved = real(self, target)
+        listener.close()  # what the handler does, at the worst moment
+        return moved
+
+    monkeypatch.setattr(Path, "rename", rename_then_stop)
+    listener.start()
+    monkeypatch.undo()
+    assert not list(_folder().glob(f"{os.getpid()}-*"))
+    assert not list(_folder().glob(f".{os.getpid()}-*"))
+    app.close()

@@ -337,9 +337,10 @@ def _serve(
         [(kb.app.kb, config_path, kb.app) for kb in server.documents.kbs],
         cli_factory=_factory(local),
     )
+    # Before the socket exists: a SIGTERM the moment it appears must still remove it.
+    _close_on_sigterm(listener)
     if listener.start() is None:
         log.warning("no private folder for the command line's socket: not listening")
-    _close_on_sigterm(listener)
     served = ", ".join(str(app.kb) for app in apps)
     log.info("serving", kb=served, transport=transport, max_response_chars=max_chars)
     try:
@@ -455,6 +456,9 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
         idle_exit=local.idle_timeout,
         on_stop=done.set,
     )
+    # Before the socket exists: a SIGTERM while it starts or the model loads ends the
+    # server once it can, and the socket goes with it.
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
     path = listener.start()
     if path is None:
         raise click.ClickException("no private folder for the command line's socket")
@@ -462,7 +466,6 @@ def _serve_local(kbs: list[Any], config_path: Path | None, local: LocalOptions) 
         # The model loads now, not on the first search; one that fails takes the socket along.
         for kb in kbs:
             kb.app.embedder.embed_query("warm up")
-        signal.signal(signal.SIGTERM, lambda *_: done.set())
         kbs_held = ", ".join(str(k.app.kb) for k in kbs)
         log.info("serving the command line", kb=kbs_held, pid=os.getpid())
         done.wait()

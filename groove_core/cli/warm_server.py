@@ -208,6 +208,8 @@ class LocalServer:
         self.idle_exit = idle_exit
         self.on_stop = on_stop or (lambda: os._exit(0))
         self.path: Path | None = None
+        #: The name the socket listens under before it is renamed to ``path``.
+        self._starting: Path | None = None
         self.last_used = time.monotonic()
         self._sock: socket.socket | None = None
         self._clis: dict[tuple[str, tuple[int, int] | None], Any] = {}
@@ -233,6 +235,9 @@ class LocalServer:
         name = f"{os.getpid()}-{int(time.time() * 1000)}{SUFFIX}"
         path, starting = folder / name, folder / f".{name}.new"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        # Known before either name exists: a SIGTERM handled between two of these lines
+        # (the serve command's, which calls close) removes whichever of them does.
+        self.path, self._starting, self._sock = path, starting, sock
         try:
             sock.bind(str(starting))
             # The folder (0700, ours) already keeps others out; the socket says so too. Not
@@ -244,9 +249,8 @@ class LocalServer:
             sock.close()
             with contextlib.suppress(OSError):
                 starting.unlink()
+            self.path = self._starting = self._sock = None
             raise
-        self.path = path
-        self._sock = sock
         threading.Thread(target=self._work, name="groove-cli", daemon=True).start()
         threading.Thread(target=self._serve, name="groove-cli-accept", daemon=True).start()
         if self.idle_exit:
@@ -258,9 +262,10 @@ class LocalServer:
             self._sock.close()
         self._jobs.put(None)
         if self.path is not None:
-            for path in (self.path, Path(f"{self.path}{SILENT}")):
+            for path in (self._starting, self.path, Path(f"{self.path}{SILENT}")):
                 with contextlib.suppress(OSError):
-                    path.unlink()
+                    if path is not None:
+                        path.unlink()
 
     def _shut(self) -> None:
         self.close()
