@@ -8,7 +8,7 @@ bm25 still weighs; issue #42, docs/eval.md), query by query, in one process.
 
 ``--kb`` is an indexed KB (any embedder: the query vectors are computed once, in a warm-up
 pass, and cached, so the figures are the search without the embedding). Every query is
-searched once per share, alternately, in the same order on every pass; each query's time
+searched once per setting, alternately, the order reversed every other pass; each query's time
 is its fastest pass, in process CPU seconds (the legs run on threads of their own, which
 the process clock counts). Prints, per golden file, median / p95 per setting and the median
 and p95 of the per-query ratio (second over first). A setting is a dotted key and a JSON
@@ -19,21 +19,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import time
 from pathlib import Path
 
-from timing import p95
+from timing import fastest, ratio_row
 
 from groove_core.app import Groove
 from groove_core.evaluation.golden import load_golden
 from groove_core.evaluation.runner import CachedEmbedder, with_changes
 from groove_core.pipeline import Searcher
 from groove_core.plugins import make_plugin_manager
-
-
-def ms(samples: list[float]) -> str:
-    return f"{statistics.median(samples) * 1000:.1f} / {p95(samples) * 1000:.1f}"
 
 
 def main() -> None:
@@ -63,21 +58,18 @@ def main() -> None:
         for searcher in searchers:  # warm-up: embeds each query once
             for query in queries:
                 searcher.run(searcher.context(query))
-        times: list[list[list[float]]] = [[[] for _ in queries] for _ in searchers]
-        for _ in range(args.passes):
-            for i, query in enumerate(queries):
-                for s, searcher in enumerate(searchers):
-                    started = time.process_time()
-                    searcher.run(searcher.context(query))
-                    times[s][i].append(time.process_time() - started)
-        best = [[min(t) for t in per] for per in times]
-        ratios = [b / a for a, b in zip(best[0], best[1], strict=True) if a > 0]
+        runs = [lambda q, s=searcher: _timed(s, q) for searcher in searchers]
+        first, second = fastest(queries, runs, args.passes)
         print(
-            f"| {golden.parent.name}/{golden.name} | {len(queries)} | {ms(best[0])} | "
-            f"{ms(best[1])} | {statistics.median(ratios):.2f} / {p95(ratios):.2f} |",
-            flush=True,
+            f"| {golden.parent.name}/{golden.name} | {len(queries)} | {ratio_row(first, second)} |"
         )
     app.close()
+
+
+def _timed(searcher: Searcher, query: str) -> float:
+    started = time.process_time()
+    searcher.run(searcher.context(query))
+    return time.process_time() - started
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 #: groove's environment in a benchmark: offline, the models it needs already cached.
 OFFLINE_ENV = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
@@ -41,3 +41,25 @@ def p95(samples: list[float]) -> float:
 def pct(samples: list[float]) -> str:
     """``median / p95`` of samples in seconds, printed in milliseconds."""
     return f"{statistics.median(samples) * 1000:.1f} / {p95(samples) * 1000:.1f}"
+
+
+def fastest(
+    queries: Sequence[str], runs: Sequence[Callable[[str], float]], passes: int
+) -> list[list[float]]:
+    """Each run's fastest time per query over ``passes`` passes (``run(query)`` returns the
+    seconds it measured), the runs taken in turn for every query, their order reversed
+    every other pass: whatever drifts (caches, a busy machine) falls on each alike."""
+    times: list[list[list[float]]] = [[[] for _ in queries] for _ in runs]
+    for n in range(passes):
+        order = list(enumerate(runs)) if n % 2 == 0 else list(enumerate(runs))[::-1]
+        for i, query in enumerate(queries):
+            for r, run in order:
+                times[r][i].append(run(query))
+    return [[min(t) for t in per] for per in times]
+
+
+def ratio_row(first: list[float], second: list[float]) -> str:
+    """``median / p95`` of each and of the per-query ratio (second over first), a table's
+    cells."""
+    ratios = [b / a for a, b in zip(first, second, strict=True) if a > 0]
+    return f"{pct(first)} | {pct(second)} | {statistics.median(ratios):.2f} / {p95(ratios):.2f}"

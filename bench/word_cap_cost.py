@@ -6,27 +6,26 @@ query by query, in one process.
     HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 .venv/bin/python bench/word_cap_cost.py \
         --kb DIR --golden FILE [--golden FILE ...] [--joined FILE] [--passes 5] [--cold]
 
-``--kb`` is an indexed KB (any embedder: each query's vector is computed once, in a
-warm-up pass, and cached). ``--joined`` adds long requests made of a golden file's queries
-joined two by two (``evaldata/lisa-en/golden.jsonl``: requests of 60 to 90 distinct terms).
-Only the queries past the cap are timed. Each is searched once per rule, alternately, the
-first rule changing every pass; its time is its fastest pass, in process CPU seconds (the
-legs run on threads of their own, which the process clock counts). Prints, per source,
-median / p95 per rule and the median and p95 of the per-query ratio (most distinctive over
-first). An index keeps the terms' chunk counts it has read until it changes; ``--cold``
-drops them before every search (SQLite), so that each search also pays for counting its
-terms, as the first search of a term does.
+``--kb`` is an indexed KB (any embedder: each query's vector is computed once, in a warm-up
+pass, and cached). ``--joined`` adds long requests made of a golden file's queries joined
+two by two (``evaldata/lisa-en/golden.jsonl``: requests of 60 to 90 distinct terms). Only
+the queries past the cap are timed. Each is searched once per rule, alternately, the first
+rule changing every pass; its time is its fastest pass, in process CPU seconds (the legs run
+on threads of their own, which the process clock counts). Prints, per source, median / p95
+per rule (the first 48, then the most distinctive) and the median and p95 of the per-query
+ratio (most distinctive over first). An index keeps the terms' chunk counts it has read
+until it changes; ``--cold`` drops them before every search (SQLite), so that each search
+also pays for counting its terms, as the first search of a term does.
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from timing import p95
+from timing import fastest, ratio_row
 
 from groove_core import words
 from groove_core.app import Groove
@@ -43,10 +42,6 @@ Rule = Callable[[QueryContext], tuple[list[str], bool]]
 def first_terms(ctx: QueryContext) -> tuple[list[str], bool]:
     """The rule before: the query's first ``words.MAX_TERMS`` distinct terms."""
     return words.query_terms(ctx.query.positive_parts)
-
-
-def ms(samples: list[float]) -> str:
-    return f"{statistics.median(samples) * 1000:.1f} / {p95(samples) * 1000:.1f}"
 
 
 def main() -> None:
@@ -97,7 +92,7 @@ def report(
     cold = ", term counts read anew each search" if args.cold else ""
     print(f"chunks: {chunks}; most distinctive 48 terms vs the first 48{cold}")
     print(
-        "| queries | past the cap | distinctive: median / p95 ms | first: median / p95 ms "
+        "| queries | past the cap | first: median / p95 ms | most distinctive: median / p95 ms "
         "| ratio median / p95 |"
     )
     print("|---|---|---|---|---|")
@@ -108,19 +103,9 @@ def report(
             continue
         for query in long:  # warm-up: embeds each query once
             timed(first_terms, query)
-        times: list[list[list[float]]] = [[[] for _ in long] for _ in rules]
-        for n in range(args.passes):
-            order = list(enumerate(rules)) if n % 2 == 0 else list(enumerate(rules))[::-1]
-            for i, query in enumerate(long):
-                for r, rule in order:
-                    times[r][i].append(timed(rule, query))
-        best = [[min(t) for t in per] for per in times]
-        ratios = [a / b for a, b in zip(best[0], best[1], strict=True) if b > 0]
-        print(
-            f"| {name} | {len(long)} of {len(queries)} | {ms(best[0])} | {ms(best[1])} | "
-            f"{statistics.median(ratios):.2f} / {p95(ratios):.2f} |",
-            flush=True,
-        )
+        runs = [lambda q, rule=rule: timed(rule, q) for rule in rules]
+        first, distinctive = fastest(long, runs[::-1], args.passes)
+        print(f"| {name} | {len(long)} of {len(queries)} | {ratio_row(first, distinctive)} |")
 
 
 def _parts(searcher: Searcher, query: str) -> tuple[tuple[str, bool], ...]:

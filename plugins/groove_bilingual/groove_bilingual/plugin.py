@@ -341,56 +341,46 @@ def transliterate(
     units: dict[str, list[tuple[str, str, float]]],
     targets: list[str],
     settings: BilingualSettings,
+    *,
+    back: bool = False,
 ) -> list[str]:
-    """Add to ``units`` each target word's katakana words of the KB that sound like it
+    """Add to ``units`` each target word's words of the KB that sound like it
     (:mod:`groove_bilingual.transliteration`), weighted ``transliteration_weight`` times
-    their similarity; returns them as ``--explain`` shows them."""
+    their similarity; returns them as ``--explain`` shows them. The targets are English
+    query words matched with the notes' katakana words, or with ``back`` a Japanese
+    query's katakana words (those the dictionary lacks) matched with the notes' English
+    words."""
     from groove_bilingual.dictionary import form_term
-    from groove_bilingual.transliteration import covering, katakana_table
+    from groove_bilingual.transliteration import covering, english_table, katakana_table
 
-    raw = english_words(ctx)
-    wanted = [(unit, raw[unit]) for unit in targets if unit in raw]
+    limit = settings.transliterations
+    if back:
+        wanted = [(katakana, katakana) for katakana in targets]
+    else:
+        raw = english_words(ctx)
+        wanted = [(unit, raw[unit]) for unit in targets if unit in raw]
     if not wanted:
         return []
     _, total = index.rows([])
-    table = katakana_table(ctx.store, index, total)
+    table = (english_table if back else katakana_table)(ctx.store, index, total)
     shown: list[str] = []
     for unit, word in wanted:
-        found = covering(table.matches(word))[: settings.transliterations]
-        for katakana, similarity in found:
-            term = form_term(katakana)
+        sounding = table.matches(word)
+        # a katakana word holding a shorter match is found by the shorter one's search
+        for found, similarity in (sounding if back else covering(sounding))[:limit]:
+            term = _english_term(found) if back else form_term(found)
             if term is None:
                 continue
             weight = settings.transliteration_weight * similarity
-            units[unit] = [*units.get(unit, []), (katakana, term, weight)]
-            shown.append(f"{word}: {katakana} {similarity:g}")
+            units[unit] = [*units.get(unit, []), (found, term, weight)]
+            shown.append(f"{word}: {found} {similarity:g}")
     return shown
 
 
-def transliterate_back(
-    ctx: QueryContext,
-    index: Any,
-    units: dict[str, list[tuple[str, str, float]]],
-    targets: list[str],
-    settings: BilingualSettings,
-) -> list[str]:
-    """Add to ``units`` each katakana word's English words of the KB that sound like it
-    (the reverse of :func:`transliterate`, for the loanwords the dictionary lacks), weighted
-    as a transliteration; returns them as ``--explain`` shows them."""
-    from groove_bilingual.transliteration import english_table
-
-    _, total = index.rows([])
-    table = english_table(ctx.store, index, total)
-    shown: list[str] = []
-    for katakana in targets:
-        for word, similarity in table.matches(katakana)[: settings.transliterations]:
-            found = words.tokens(word)
-            if len(found) != 1:
-                continue
-            weight = settings.transliteration_weight * similarity
-            units[katakana] = [*units.get(katakana, []), (word, found[0], weight)]
-            shown.append(f"{katakana}: {word} {similarity:g}")
-    return shown
+def _english_term(word: str) -> str | None:
+    """An English word's word-leg token (``hydration`` -> ``hydrat``); None unless it has one."""
+    found = words.tokens(word)
+    return found[0] if len(found) == 1 else None
 
 
 def _translated(
@@ -507,7 +497,7 @@ def search(ctx: QueryContext) -> LegResult | None:
         )
         sounds = transliterate(ctx, index, units, targets, settings)
     elif script == "ja" and settings.transliterations > 0 and lacking:
-        sounds = transliterate_back(ctx, index, units, lacking, settings)
+        sounds = transliterate(ctx, index, units, lacking, settings, back=True)
     if sounds:
         more = {t for opts in units.values() for _, term, _ in opts for t in term.split(" ")}
         df, chunks = index.rows(sorted(more))
