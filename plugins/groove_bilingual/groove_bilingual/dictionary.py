@@ -339,6 +339,10 @@ def check(path: Path) -> None:
         raise DictionaryError(f"{type(err).__name__}: {err}") from None
 
 
+#: Forms looked up in one statement (under SQLite's oldest limit on parameters, 999).
+LOOKUP_BATCH = 500
+
+
 class Dictionary:
     """The derived table, read-only, one connection per thread (searches run on several)."""
 
@@ -367,16 +371,21 @@ class Dictionary:
         return out
 
     def japanese(self, forms: Iterable[str]) -> dict[str, list[tuple[str, float]]]:
-        """Japanese form -> [(English word-leg term, weight)], best first; found forms only."""
-        out: dict[str, list[tuple[str, float]]] = {}
-        for form in dict.fromkeys(forms):
+        """Japanese form -> [(English word-leg term, weight)], best first; found forms only,
+        in the order given. Looked up LOOKUP_BATCH forms a statement: a long Japanese query
+        has tens of thousands of candidate forms."""
+        wanted = list(dict.fromkeys(forms))
+        found: dict[str, list[tuple[str, float]]] = {}
+        for start in range(0, len(wanted), LOOKUP_BATCH):
+            batch = wanted[start : start + LOOKUP_BATCH]
             rows = self._db().execute(
-                "SELECT word, weight FROM ja WHERE form = ? ORDER BY weight DESC, word", (form,)
+                f"SELECT form, word, weight FROM ja WHERE form IN ({','.join('?' * len(batch))}) "
+                "ORDER BY form, weight DESC, word",
+                batch,
             )
-            found = [(str(w), float(v)) for w, v in rows]
-            if found:
-                out[form] = found
-        return out
+            for form, word, weight in rows:
+                found.setdefault(str(form), []).append((str(word), float(weight)))
+        return {form: found[form] for form in wanted if form in found}
 
 
 _lock = threading.Lock()

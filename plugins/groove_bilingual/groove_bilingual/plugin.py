@@ -210,18 +210,25 @@ def japanese_forms(ctx: QueryContext) -> list[str]:
     return list(dict.fromkeys(forms))
 
 
-def _longest(text_runs: list[str], found: set[str]) -> list[str]:
-    """The found forms of a greedy longest-first cut of each run, in order.
+def _longest(text_runs: list[str], found: set[str]) -> tuple[list[str], list[str]]:
+    """(the found forms of a greedy longest-first cut of each run, in order; the katakana
+    words left out, in order).
 
     A katakana word is a loanword, read whole or not at all: it is found whole (a final
     ``ー`` may be missing from the dictionary's spelling: ハンドラー is ハンドラ), or with
     the kanji after it (データ型), or cut wholly into found words of at least
     MIN_KATAKANA_PART characters (コンポーネントツリー: コンポーネント, ツリー); otherwise it
     is left out, not read as the words that happen to lie inside it (バリデーター is no
-    バリ and データー, ミューテーション no ミュー)."""
+    バリ and データー, ミューテーション no ミュー). Linear in the runs' length."""
     out: list[str] = []
+    left_out: list[str] = []
     for run in text_runs:
         spans = {m.start(): m.end() for m in _KATAKANA_WORD.finditer(run)}
+        # inside[p]: position p lies strictly inside a katakana word (a cut there splits it)
+        inside = [False] * (len(run) + 1)
+        for a, b in spans.items():
+            for p in range(a + 1, b):
+                inside[p] = True
         i = 0
         while i < len(run):
             end = spans.get(i)
@@ -236,19 +243,19 @@ def _longest(text_runs: list[str], found: set[str]) -> list[str]:
                 )
                 pieces = [longer] if longer else _katakana_pieces(run[i:end], found)
                 out.extend(pieces)
+                if not pieces:
+                    left_out.append(run[i:end])
                 i += len(longer) if longer else end - i
                 continue
             for n in range(min(MAX_FORM, len(run) - i), 0, -1):
                 form = run[i : i + n]
-                # a form ending inside a katakana word would cut it
-                cuts = any(a < i + n < b for a, b in spans.items())
-                if form in found and not cuts:
+                if form in found and not inside[i + n]:
                     out.append(form)
                     i += n
                     break
             else:
                 i += 1
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(out)), list(dict.fromkeys(left_out))
 
 
 def _katakana_pieces(word: str, found: set[str]) -> list[str]:
@@ -284,7 +291,7 @@ def candidates(
     forms = japanese_forms(ctx)
     entries = dictionary.japanese(forms)
     text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
-    kept = _longest(_JAPANESE_RUN.findall(text), set(entries))
+    kept, left_out = _longest(_JAPANESE_RUN.findall(text), set(entries))
     units: dict[str, list[tuple[str, str, float]]] = {}
     if own_words > 0:
         # A Japanese question's Latin words (an API name, `props`, `TypeScript`) are
@@ -296,11 +303,8 @@ def candidates(
         units.setdefault(form, [(w, w, v) for w, v in entries[form]])
     from groove_bilingual.transliteration import countable
 
-    lacking = [
-        word
-        for word in dict.fromkeys(_KATAKANA_WORD.findall(text))
-        if countable(word) and not any(form in word or word in form for form in kept)
-    ]
+    # the loanwords to sound out, as many as the word leg takes terms
+    lacking = [word for word in left_out if countable(word)][: words.MAX_TERMS]
     return units, lacking
 
 

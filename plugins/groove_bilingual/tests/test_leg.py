@@ -199,14 +199,17 @@ def test_a_katakana_word_is_not_read_as_the_words_inside_it() -> None:
     found |= {"データ型", "ー", "クリック"}
     # バリデーター is no バリ and データー, ミューテーション no ミュー; a compound of whole
     # loanwords is cut, a final ー may be missing from the dictionary's spelling
-    assert plugin._longest(["バリデーター", "ミューテーション"], found) == []
-    assert plugin._longest(["コンポーネントツリー", "状態"], found) == [
+    assert plugin._longest(["バリデーター", "ミューテーション"], found) == (
+        [],
+        ["バリデーター", "ミューテーション"],
+    )
+    assert plugin._longest(["コンポーネントツリー", "状態"], found)[0] == [
         "コンポーネント",
         "ツリー",
         "状態",
     ]
-    assert plugin._longest(["クリックハンドラー"], found) == ["クリック", "ハンドラ"]
-    assert plugin._longest(["データ型の状態"], found) == ["データ型", "状態"]
+    assert plugin._longest(["クリックハンドラー"], found) == (["クリック", "ハンドラ"], [])
+    assert plugin._longest(["データ型の状態"], found) == (["データ型", "状態"], [])
 
 
 def test_the_switch_turns_it_off_per_query_and_by_default(tmp_path: Path, jmdict: Path) -> None:
@@ -237,3 +240,17 @@ def test_a_translation_holding_a_chosen_one_takes_no_place() -> None:
     df = {"基本": 10, "本的": 8, "基礎": 5}
     chosen = plugin.choose({"basic": options}, df, 100, 2)
     assert [c.shown for c in chosen["basic"]] == ["基本", "基礎"]
+
+
+def test_reading_a_long_japanese_query_costs_in_proportion_to_its_length() -> None:
+    # A query holds up to 16,000 characters; a cut that looked at every katakana word for
+    # every position took 6 s for one such query over English notes (quadratic).
+    from groove_core.testing import cost_ratio
+
+    found = {"データ型", "コンポーネント", "状態"}
+    text = "バリデーターの状態とコンポーネントのデータ型の"
+    short, long = [text * 60], [text * 480]  # 8 times as long
+    assert plugin._longest(long, found)[0] == ["状態", "コンポーネント", "データ型"]
+    assert (
+        cost_ratio(lambda: plugin._longest(long, found), lambda: plugin._longest(short, found)) < 24
+    )
