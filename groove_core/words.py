@@ -160,21 +160,17 @@ def segment(text: str) -> str:
     return " ".join(tokens(_ANCHOR.sub(" ", text)))
 
 
-def query_terms(
-    parts: Sequence[tuple[str, bool]], *, limit: int | None = MAX_TERMS
-) -> tuple[list[str], bool]:
+def query_terms(parts: Sequence[tuple[str, bool]]) -> tuple[list[str], bool]:
     """(FTS5 terms, truncated): a plain part gives one term per distinct token, a quoted
     part one phrase of its tokens in order (so ``"状態管理"`` must appear contiguously); the
-    first ``limit`` of them (all with ``limit`` None; the word leg keeps the most distinctive
-    instead: ``groove_core.builtins.legs.word_terms``).
+    first MAX_TERMS of them (the word leg keeps the most distinctive instead:
+    ``groove_core.builtins.legs.word_terms``).
 
     English stop words are left out of plain parts and kept in quoted ones (``"state of
     the art"`` is a phrase of four tokens). A query of nothing but stop words keeps them:
     a search for ``to be or not to be`` has no other words to look up."""
     distinct = list(term_parts(parts))
-    if limit is None:
-        return distinct, False
-    return distinct[:limit], len(distinct) > limit
+    return distinct[:MAX_TERMS], len(distinct) > MAX_TERMS
 
 
 def term_parts(parts: Sequence[tuple[str, bool]]) -> dict[str, int]:

@@ -312,7 +312,9 @@ def _terms(ctx: QueryContext) -> list[str]:
     """The query's word-leg terms in its own order, the first ``words.MAX_TERMS`` of them:
     not the word leg's choice past that cap (its most distinctive terms, among which the
     English words Japanese notes lack come last), and so runs of words are the query's."""
-    terms, _ = words.query_terms(ctx.query.positive_parts)
+    terms: list[str] = ctx.shared(
+        "bilingual.terms", lambda: words.query_terms(ctx.query.positive_parts)[0]
+    )
     return terms
 
 

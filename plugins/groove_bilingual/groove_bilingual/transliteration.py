@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -324,12 +324,7 @@ class KatakanaTable:
     @classmethod
     def build(cls, texts: Iterable[str]) -> KatakanaTable:
         started = time.process_time()
-        df: dict[str, int] = defaultdict(int)
-        chunks = 0
-        for text in texts:
-            chunks += 1
-            for found in set(_KATAKANA_WORD.findall(normalize(text))):
-                df[found] += 1
+        df, chunks = _counted(texts, lambda text: _KATAKANA_WORD.findall(normalize(text)))
         by_key: dict[str, list[str]] = defaultdict(list)
         for found in df:
             key = katakana_key(found)
@@ -385,6 +380,24 @@ class KatakanaTable:
         return sorted(kept, key=lambda x: (-x[1], -self.df[x[0]], x[0]))
 
 
+def _english_words(text: str) -> list[str]:
+    """A text's words to sound out, lower-cased: not an identifier nor an acronym."""
+    return [w.lower() for w in _ENGLISH_WORD.findall(text) if transliterable(w)]
+
+
+def _counted(
+    texts: Iterable[str], words_in: Callable[[str], Iterable[str]]
+) -> tuple[dict[str, int], int]:
+    """(each word -> the texts holding it, how many texts): a table's chunk counts."""
+    df: dict[str, int] = defaultdict(int)
+    chunks = 0
+    for text in texts:
+        chunks += 1
+        for word in set(words_in(text)):
+            df[word] += 1
+    return df, chunks
+
+
 def _exact(english: list[Sound], katakana: list[Sound], first: float) -> float:
     """The similarity of an English spelling and a katakana word of the same key (0: their
     vowels disagree; a key of MIN_KEY classes, which many words share, needs every vowel)."""
@@ -432,13 +445,7 @@ class EnglishTable:
     @classmethod
     def build(cls, texts: Iterable[str]) -> EnglishTable:
         started = time.process_time()
-        df: dict[str, int] = defaultdict(int)
-        chunks = 0
-        for text in texts:
-            chunks += 1
-            found = {w.lower() for w in _ENGLISH_WORD.findall(text) if transliterable(w)}
-            for word in found:
-                df[word] += 1
+        df, chunks = _counted(texts, _english_words)
         by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for word in df:
             for rank, key in enumerate(english_keys(word)):
