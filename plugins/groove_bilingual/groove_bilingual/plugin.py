@@ -287,6 +287,8 @@ def candidates(
         if own_words > 0:
             for key in single:
                 found[key] = [*found.get(key, []), (key, key, own_words)]
+        if own_words > 0:
+            _add_code_words(ctx, found, own_words, hyphens=False)
         return found, [k for k in single if k not in found or len(found[k]) == 1]
     forms = japanese_forms(ctx)
     entries = dictionary.japanese(forms)
@@ -299,6 +301,7 @@ def candidates(
         # leg matches them too, but the cross-script rule mostly sets it aside for a
         # Japanese query over English notes).
         units = {token: [(token, token, own_words)] for token in _latin_tokens(ctx)}
+        _add_code_words(ctx, units, own_words, hyphens=True)
     for form in kept:
         units.setdefault(form, [(w, w, v) for w, v in entries[form]])
     from groove_bilingual.transliteration import countable
@@ -327,6 +330,51 @@ def _latin_tokens(ctx: QueryContext) -> list[str]:
 _LATIN_WORD = re.compile("[A-Za-z0-9]+")
 #: A word-leg token of a Latin-script word (lower-cased and stemmed), not a number.
 _LATIN_TOKEN = re.compile(r"[0-9]*[a-z\u00c0-\u024f][0-9a-z\u00c0-\u024f]*")
+
+
+#: A written name of code: words joined by ``.``, ``-``, ``:``, ``/`` or ``#`` (``app.use``,
+#: ``v-if``, ``eslint-plugin-vue``).
+#: (Tried only where a word begins: linear in the query's length.)
+_CODE_WORD = re.compile(r"(?<![A-Za-z0-9_$@])[A-Za-z0-9_$@]+(?:[.\-:/#][A-Za-z0-9_$@]+)+")
+_NOT_HYPHEN = re.compile(r"[.:/#]")
+_LETTER = re.compile("[A-Za-z]")
+#: A name of code of more tokens than this is no name (``a.b.c.d...`` pasted at length).
+MAX_CODE_TOKENS = 8
+
+
+def code_words(text: str, *, hyphens: bool) -> dict[str, str]:
+    """The query's names of code (``app.use``, ``v-if``) as they are written (lower-cased)
+    -> their word-leg tokens as one phrase, stop words kept (``v if``): the word leg reads
+    ``v-if`` as ``v`` (``if`` is a stop word) and ``app.use`` as two words anywhere in a
+    chunk, while the notes in the other language write the name as the query does. Words
+    joined by hyphens only count with ``hyphens``: in an English query they are mostly
+    English (``built-in``, ``two-way``), which Japanese notes write in Latin letters only in
+    link destinations (``/api/built-in-directives``); a Japanese query writes Latin letters
+    for names. Linear in the text's length."""
+    out: dict[str, str] = {}
+    for raw in _CODE_WORD.findall(text):
+        if not _LETTER.search(raw) or (not hyphens and not _NOT_HYPHEN.search(raw)):
+            continue
+        found = words.tokens(raw.lower(), drop_stop_words=False)
+        if 1 < len(found) <= MAX_CODE_TOKENS:
+            out.setdefault(raw.lower(), " ".join(found))
+            if len(out) == words.MAX_TERMS:
+                break  # as many as the word leg takes terms
+    return out
+
+
+def _add_code_words(
+    ctx: QueryContext,
+    units: dict[str, list[tuple[str, str, float]]],
+    weight: float,
+    *,
+    hyphens: bool,
+) -> None:
+    """Each name of code in the query becomes a unit of its own, searched as written (a
+    phrase of its tokens) at ``weight``, beside its words' translations."""
+    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    for raw, phrase in code_words(text, hyphens=hyphens).items():
+        units.setdefault(raw, [(raw, phrase, weight)])
 
 
 def english_words(ctx: QueryContext) -> dict[str, str]:
@@ -518,7 +566,7 @@ def search(ctx: QueryContext) -> LegResult | None:
     }
     if sounds:
         meta["transliterated"] = sounds
-    unused = [u for u in units if u not in chosen and " " not in u]
+    unused = [u for u in units if u not in chosen and " " not in u and not _CODE_WORD.fullmatch(u)]
     if lacking or unused:
         meta["untranslated"] = list(dict.fromkeys([*lacking, *unused]))
     if not chosen:

@@ -182,6 +182,34 @@ def test_a_japanese_querys_latin_words_are_searched_in_english_notes(
     assert "raw.md" not in _paths(off, leg)
 
 
+def test_a_name_of_code_is_searched_as_it_is_written(tmp_path: Path, jmdict: Path) -> None:
+    # `v-if` is the word leg's `v` alone (`if` is a stop word): in a Japanese query over
+    # English notes it is searched as the phrase `v if` too, which the note that writes
+    # `v-if` holds and the one that has `v` and `if` apart does not.
+    notes = {
+        **ENGLISH,
+        "if.md": "# Conditional rendering\n\nThe v-if directive renders a block conditionally.\n",
+        "show.md": "# Showing\n\nA v-show element is shown if the value is true; v stays.\n",
+    }
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    leg = _legs(app, "v-if の使い方")["bilingual"]
+    assert _paths(app, leg)[0] == "if.md"
+    assert "v-if: v-if 1 (df 2)" in leg.meta["translations"]
+    # In an English query over Japanese notes, a name joined by dots is one too (`app.use`);
+    # a word joined by hyphens is mostly English there (`built-in`) and stays as it was.
+    japanese = {
+        **JAPANESE,
+        "use.md": "# プラグイン\n\napp.use() でプラグインを登録します。\n",
+        "apart.md": "# アプリ\n\nこの app の関数 use を呼びます。\n",
+    }
+    ja_app = open_kb(_kb(tmp_path / "ja", japanese, jmdict))
+    leg = _legs(ja_app, "register with app.use")["bilingual"]
+    assert _paths(ja_app, leg)[0] == "use.md"
+    assert leg.meta["translations"][-1] == "app.use: app.use 1 (df 2)"
+    leg = _legs(ja_app, "built-in component")["bilingual"]
+    assert not any(t.startswith("built-in") for t in leg.meta["translations"])
+
+
 def test_a_katakana_word_the_dictionary_lacks_is_sounded_out_in_english_notes(
     tmp_path: Path, jmdict: Path
 ) -> None:
@@ -254,3 +282,25 @@ def test_reading_a_long_japanese_query_costs_in_proportion_to_its_length() -> No
     assert (
         cost_ratio(lambda: plugin._longest(long, found), lambda: plugin._longest(short, found)) < 24
     )
+
+
+def test_reading_a_querys_names_of_code_costs_in_proportion_to_its_length() -> None:
+    from groove_core.testing import cost_ratio
+
+    assert plugin.code_words("v-if と app.use、built-in", hyphens=False) == {"app.use": "app use"}
+    assert plugin.code_words("v-if と app.use", hyphens=True) == {
+        "v-if": "v if",
+        "app.use": "app use",
+    }
+    # one word of 16,000 letters, and a name of 8,000 tokens, are no names (a pattern that
+    # let two letter runs share a word took 5 s for 1,000 letters)
+    for text in ("a" * 2000, "a." * 1000, "ab-" * 700):
+        short, long = text, text * 8
+        assert plugin.code_words(long, hyphens=True) == {}
+        assert (
+            cost_ratio(
+                lambda long=long: plugin.code_words(long, hyphens=True),
+                lambda short=short: plugin.code_words(short, hyphens=True),
+            )
+            < 24
+        )
