@@ -51,7 +51,7 @@ _INLINE = re.compile(
     r"(!?)\[[^\[\]\n]{0,500}\]\(\s*<?([^()\s<>]{1,1000})>?(?:\s+\"[^\"\n]*\")?\s*\)"
 )
 _REFERENCE = re.compile(r"^ {0,3}\[[^\[\]\n]{1,500}\]:[ \t]*<?([^\s<>]{1,1000})>?", re.MULTILINE)
-_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n|#^]{1,500})[^\[\]\n]{0,500}\]\]")
+_WIKILINK = re.compile(r"(!?)\[\[([^\[\]\n|#^]{1,500}+)[^\[\]\n]{0,500}\]\]")
 #: A Dendron link, alias first: ``[[alias|note.name#anchor]]``, ``[[dendron://vault/note]]``.
 _ALIAS_FIRST = re.compile(r"(!?)\[\[(?:[^\[\]\n|]{0,500}\|)?([^\[\]\n|]{1,500})\]\]")
 _DENDRON_VAULT = re.compile(r"^dendron://[^/\n]*/")

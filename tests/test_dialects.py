@@ -190,6 +190,7 @@ _HOSTILE_LINES = {
     "html-comment": "<!--" * (_HOSTILE_SIZE // 4),
     "mdx-comment": "{/*" * (_HOSTILE_SIZE // 3),
     "shortcode": "{{<" * (_HOSTILE_SIZE // 3),
+    "esm-import": "import {" + " " * (_HOSTILE_SIZE - 9) + "x",
 }
 
 

@@ -123,6 +123,23 @@ def test_toml_edit_keeps_comments_and_other_tables() -> None:
     assert data["search"]["fusion"] == {"rrf_k": 20.0, "candidates": 40, "heading": 1.0}
 
 
+def test_toml_edit_of_a_line_of_blanks_costs_as_much_as_a_plain_one() -> None:
+    # a lazy value beside the blanks before a comment was quadratic in a line's blanks
+    # (16,000 of them: 0.4 s); `groove tune --write` edits the user's own file
+    from groove_core.testing import cost_ratio
+
+    wide = '[search.fusion]\nrrf_k = 60.0  # why\nnote = "a' + " " * 20_000 + 'b"\n'
+    plain = "[search.fusion]\nrrf_k = 60.0  # why\n" + "# note\n" * 2_000
+    assert set_table_values(wide, "search.fusion", {"rrf_k": 1.0}) == wide.replace("60.0", "1.0")
+    ratio = cost_ratio(
+        lambda: set_table_values(wide, "search.fusion", {"rrf_k": 1.0}),
+        lambda: set_table_values(plain, "search.fusion", {"rrf_k": 1.0}),
+        rounds=3,
+        repeat=1,
+    )
+    assert ratio < 10, ratio
+
+
 def test_toml_edit_appends_the_table_and_refuses_unsafe_layouts() -> None:
     out = set_table_values('[embedder]\nname = "x"', "search.fusion", {"rrf_k": 10.0})
     assert out == '[embedder]\nname = "x"\n\n[search.fusion]\nrrf_k = 10.0\n'

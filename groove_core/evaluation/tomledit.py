@@ -73,14 +73,21 @@ def _append_table(text: str, table: str, values: Mapping[str, float]) -> str:
     return f"{text}{sep}[{table}]\n{body}"
 
 
+#: ``key = value  # comment`` (groups: indent, key, ``=`` with its blanks, value, comment,
+#: line end). The value's blanks are taken only before more of it, possessively: a lazy
+#: value beside ``\s*`` before the comment was quadratic in a line's blanks.
+_KEY_LINE = re.compile(
+    r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*+)((?:[^#\s]|[^\S\r\n]++(?=[^#\s]))*+)"
+    r"(\s*#[^\r\n]*)?[^\S\r\n]*(\r?\n)?$"
+)
+
+
 def _edit_table(lines: list[str], start: int, values: Mapping[str, float]) -> str:
     end = next((i for i in range(start + 1, len(lines)) if _ANY_HEADER.match(lines[i])), len(lines))
     pending = dict(values)
     last_key_line = start
     for i in range(start + 1, end):
-        match = re.match(
-            r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*)([^#\r\n]*?)(\s*#[^\r\n]*)?(\r?\n)?$", lines[i]
-        )
+        match = _KEY_LINE.match(lines[i])
         if not match:
             continue
         last_key_line = i

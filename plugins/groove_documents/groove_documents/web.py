@@ -52,7 +52,7 @@ VOID = frozenset(
 )  # fmt: skip
 #: A start tag of one of these closes an open one of the same kind (``<li>a<li>b``).
 SELF_CLOSING_SIBLINGS = frozenset({"p", "li", "dt", "dd", "tr", "td", "th", "option"})
-_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*+["']?+\s*+([A-Za-z0-9_.:-]+)""", re.I)
 
 
 def sniff(head: bytes) -> bool:

@@ -242,8 +242,11 @@ def _read(response: Any, max_bytes: int) -> bytearray | None:
 #: whitespace, the bulk of a vector answer (dropping them is fast C). None of them can
 #: follow a backslash in valid JSON, so strings keep their escapes and their ends.
 _NOT_STRUCTURE = b"0123456789.,:+-eE \t\r\n"
-#: A JSON string (escapes included) or a bracket: what the walk steps over.
-_STRUCTURE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.DOTALL)
+#: A JSON string (escapes included) or a bracket: what the walk steps over. Possessive, and
+#: a string left open runs to the end of the answer (which json then refuses): a string
+#: that had to close rescanned the rest of the answer from every later escaped quote
+#: (quadratic: 15 s for 64 KB of ``\"``).
+_STRUCTURE = re.compile(rb'"[^"\\]*+(?:\\.[^"\\]*+)*+(?:"|\\?\Z)|[\[\]{}]', re.DOTALL)
 _OPEN = frozenset(b"[{")
 _CLOSE = frozenset(b"]}")
 

@@ -77,3 +77,23 @@ def test_error_bodies_lose_the_key_and_the_url_password(monkeypatch: pytest.Monk
     )
     echoed = "bad request: key sk-SECRET123, password p@ss-word (p%40ss-word)"
     assert client._scrub(echoed) == "bad request: key ***, password *** (***)"
+
+
+def test_an_answer_of_escaped_quotes_is_walked_in_linear_time() -> None:
+    # The nesting check walks the answer's strings and brackets before json reads it. A
+    # string pattern that had to close rescanned the rest of the answer from every later
+    # escaped quote: 16 KB of them took 0.8 s, 64 KB 15 s, 256 KB over four minutes.
+    from groove_http_models.client import AnswerLimit, _structure_problem
+
+    from groove_core.testing import cost_ratio
+
+    hostile = bytearray(b'{"embeddings": ["' + b'\\"' * 8_000)
+    normal = bytearray(b'{"embeddings": [' + b'["ab", "cd"], ' * (len(hostile) // 14) + b"[]]}")
+    assert _structure_problem(hostile, AnswerLimit()) is None  # json refuses it next
+    ratio = cost_ratio(
+        lambda: _structure_problem(hostile, AnswerLimit()),
+        lambda: _structure_problem(normal, AnswerLimit()),
+        rounds=3,
+        repeat=1,
+    )
+    assert ratio < 5, ratio
