@@ -78,7 +78,7 @@ def _append_table(text: str, table: str, values: Mapping[str, float]) -> str:
 #: value beside ``\s*`` before the comment was quadratic in a line's blanks.
 _KEY_LINE = re.compile(
     r"^(\s*)([A-Za-z0-9_-]+)(\s*=\s*+)((?:[^#\s]|[^\S\r\n]++(?=[^#\s]))*+)"
-    r"(\s*#[^\r\n]*)?[^\S\r\n]*(\r?\n)?$"
+    r"(\s*#[^\r\n]*+)?[^\S\r\n]*(\r?\n)?$"
 )
 
 

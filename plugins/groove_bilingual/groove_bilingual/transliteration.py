@@ -381,8 +381,11 @@ class KatakanaTable:
 
 
 #: What NFKC turns into katakana or joins to it: half-width katakana, (spacing) voiced
-#: sound marks, circled and squared katakana.
-_TO_KATAKANA = re.compile("[\uff61-\uff9f\u3099-\u309c\u32d0-\u32fe\u3300-\u3357]")
+#: sound marks, circled and squared katakana, the koto ligature and three enclosed ones
+#: (every code point checked: tests/test_transliteration.py).
+_TO_KATAKANA = re.compile(
+    "[\uff61-\uff9f\u3099-\u309c\u32d0-\u32fe\u3300-\u3357\u30ff\U0001f201\U0001f202\U0001f213]"
+)
 
 
 def _for_katakana(text: str) -> str:

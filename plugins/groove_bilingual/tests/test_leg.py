@@ -292,6 +292,11 @@ def test_reading_a_querys_names_of_code_costs_in_proportion_to_its_length() -> N
         "v-if": "v if",
         "app.use": "app use",
     }
+    assert plugin.code_words("std::vector, app.use().", hyphens=False) == {
+        "std::vector": "std vector",
+        "app.use": "app use",
+    }
+    assert plugin.code_words("naïve.js, a.bé", hyphens=False) == {}  # no cut inside a word
     # one word of 16,000 letters, and a name of 8,000 tokens, are no names (a pattern that
     # let two letter runs share a word took 5 s for 1,000 letters)
     for text in ("a" * 2000, "a." * 1000, "ab-" * 700):

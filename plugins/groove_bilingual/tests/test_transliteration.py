@@ -20,6 +20,7 @@ from groove_bilingual.transliteration import (
 
 from groove_core.app import Groove
 from groove_core.models import LegResult
+from groove_core.query import normalize
 from groove_core.testing import FAST_CONFIG, make_kb, open_kb
 
 NOTES = {
@@ -110,6 +111,26 @@ def test_the_table_reads_katakana_as_the_queries_normalise_it() -> None:
     # half of the build at 99,000 chunks)
     table = KatakanaTable.build(["ｺﾝﾎﾟｰﾈﾝﾄ の ㌀", "コンポーネント（部品）", "カ\u3099ード"])
     assert table.df == {"コンポーネント": 2, "アパート": 1, "ガード": 1}
+
+
+def test_every_character_nfkc_turns_into_katakana_is_normalised() -> None:
+    # the table skips NFKC for a chunk without such characters: none may be missed
+    import sys
+    import unicodedata
+
+    from groove_bilingual.transliteration import _KATAKANA_WORD, _TO_KATAKANA
+
+    missed = []
+    for code in range(sys.maxunicode + 1):
+        c = chr(code)
+        if not unicodedata.decomposition(c) and c not in "\u3099\u309a":
+            continue
+        for text in ("カ" + c + "ド", "カ" + c, c + "ド", "ア" + c + "ア"):
+            if _KATAKANA_WORD.findall(normalize(text)) != _KATAKANA_WORD.findall(text):
+                if not _TO_KATAKANA.search(text):
+                    missed.append(f"U+{code:04X}")
+                break
+    assert missed == []
 
 
 def test_the_table_counts_the_chunks_holding_a_katakana_word() -> None:

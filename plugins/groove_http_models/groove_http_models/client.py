@@ -215,12 +215,18 @@ class JsonClient:
             raise _Retryable(f"cannot reach {where}: {reason}") from None
         except (ConnectionError, OSError) as err:  # reset or closed mid-answer
             raise _Retryable(f"cannot reach {where}: {err}") from None
+        # JSON between systems is UTF-8 (RFC 8259); json would also read UTF-16 and UTF-32,
+        # whose escaped quotes the nesting check below, which walks the bytes, misreads
+        try:
+            text = raw.decode("utf-8-sig")
+        except UnicodeDecodeError:
+            raise ServerError(f"{where} answered with something that is not UTF-8 JSON") from None
         problem = _structure_problem(raw, limit)
         if problem is not None:
             raise ServerError(f"{where} answered with {problem}")
         try:
-            return json.loads(raw)
-        except ValueError:
+            return json.loads(text)
+        except (ValueError, RecursionError):
             raise ServerError(f"{where} answered with something that is not JSON") from None
 
 

@@ -97,3 +97,29 @@ def test_an_answer_of_escaped_quotes_is_walked_in_linear_time() -> None:
         repeat=1,
     )
     assert ratio < 5, ratio
+
+
+def test_an_answer_in_utf_16_is_refused_before_the_nesting_check_misreads_it() -> None:
+    # json reads UTF-16 too, but the nesting check walks bytes: an escaped quote's NUL byte
+    # hid the brackets after it, and json then hit its recursion limit (a crash); read as
+    # UTF-8 its NUL bytes are no JSON
+    body = ('["\\"", ' + "[" * 100_000 + "]" * 100_000 + "]").encode("utf-16-le")
+
+    class Utf16(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server, url = _serve(Utf16)
+    client = JsonClient(url, timeout=5, retry=RetryPolicy(max_retries=0))
+    try:
+        with pytest.raises(ServerError, match="answered with something that is not JSON"):
+            client.post("/v1/embeddings", {"input": ["x"], "model": "m"})
+    finally:
+        server.shutdown()
