@@ -53,6 +53,8 @@ KIND: LegKind = "lexical"
 MAX_NGRAM = 3
 #: The longest Japanese form looked up in a Japanese query.
 MAX_FORM = 8
+#: The characters of a Japanese query its forms are read from.
+MAX_JAPANESE_READ = 4_000
 #: A translation in more than this share of the chunks ranks nothing (bm25's IDF is 0).
 COMMON_SHARE = 0.5
 #: Chunks fetched per translation: its best-ranked ones, enough to fill the leg.
@@ -186,10 +188,25 @@ class Choice:
     relative: float = 1.0  # over the word's best chosen translation
 
 
+def _query_text(ctx: QueryContext) -> str:
+    """The query's words to search for, NFKC-normalised."""
+    return normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+
+
+def _japanese_text(ctx: QueryContext) -> str:
+    """The query text a Japanese query's forms are read from: its first MAX_JAPANESE_READ
+    characters (the leg searches at most ``words.MAX_TERMS`` translations, which a
+    pasted page's first lines already give; reading 16,000 characters of kanji cost
+    0.8 s for nothing)."""
+    return _query_text(ctx)[:MAX_JAPANESE_READ]
+
+
 def english_units(ctx: QueryContext) -> list[str]:
-    """The English query's word-leg tokens and their runs of up to MAX_NGRAM, as keys of
-    the dictionary (a quoted phrase's tokens are words of the query too)."""
-    seq = list(dict.fromkeys(token for term in _terms(ctx) for token in term.split(" ")))
+    """The English query's word-leg tokens (the first ``words.MAX_TERMS``: a quoted phrase
+    of thousands of words is one term) and their runs of up to MAX_NGRAM, as keys of the
+    dictionary (a quoted phrase's tokens are words of the query too)."""
+    tokens = dict.fromkeys(token for term in _terms(ctx) for token in term.split(" "))
+    seq = list(tokens)[: words.MAX_TERMS]
     keys = [
         " ".join(seq[i : i + n]) for n in range(1, MAX_NGRAM + 1) for i in range(len(seq) - n + 1)
     ]
@@ -199,7 +216,7 @@ def english_units(ctx: QueryContext) -> list[str]:
 def japanese_forms(ctx: QueryContext) -> list[str]:
     """Every substring of the query's Japanese runs (up to MAX_FORM characters) holding a
     kanji or katakana: the forms to look up (the longest found are kept, see below)."""
-    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    text = _japanese_text(ctx)
     forms: list[str] = []
     for run in _JAPANESE_RUN.findall(text):
         for i in range(len(run)):
@@ -261,18 +278,40 @@ def _longest(text_runs: list[str], found: set[str]) -> tuple[list[str], list[str
 def _katakana_pieces(word: str, found: set[str]) -> list[str]:
     """A katakana word as found words: itself (or without its final ``ー``), else a cut into
     found words of at least MIN_KATAKANA_PART characters covering all of it (longest first,
-    the last one's final ``ー`` optional); none when there is no such cut."""
-    for form in (word, word[:-1] if word.endswith("ー") else ""):
-        if form in found:
-            return [form]
-    if len(word) < 2 * MIN_KATAKANA_PART:
+    the last one's final ``ー`` optional); none when there is no such cut.
+
+    ``found`` holds forms of at most MAX_FORM characters (those looked up). One pass from
+    the word's end (which rests can be cut, and where the first piece of each ends): linear
+    in the word's length. Trying every cut in turn was exponential
+    (``テレビゲーム`` repeated, then one letter no word holds: 10 s for 133 characters)."""
+    size = len(word)
+    # ends[i]: where the first piece of the best cut of word[i:] ends (size when word[i:],
+    # or it less its final ー, is found whole); absent when word[i:] cannot be cut
+    ends: dict[int, int] = {}
+    for i in range(size - 1, -1, -1):
+        if size - i <= MAX_FORM + 1:  # ``found`` holds forms of MAX_FORM characters at most
+            rest = word[i:]
+            if rest in found or (rest.endswith("ー") and rest[:-1] in found):
+                ends[i] = size
+                continue
+        if size - i < 2 * MIN_KATAKANA_PART:
+            continue
+        for n in range(min(MAX_FORM, size - i - MIN_KATAKANA_PART), MIN_KATAKANA_PART - 1, -1):
+            if i + n in ends and word[i : i + n] in found:
+                ends[i] = i + n
+                break
+    if 0 not in ends:
         return []
-    for n in range(min(MAX_FORM, len(word) - MIN_KATAKANA_PART), MIN_KATAKANA_PART - 1, -1):
-        if word[:n] in found:
-            rest = _katakana_pieces(word[n:], found)
-            if rest:
-                return [word[:n], *rest]
-    return []
+    pieces: list[str] = []
+    i = 0
+    while i < size:
+        end = ends[i]
+        piece = word[i:end]
+        if end == size and piece not in found:
+            piece = piece[:-1]  # found without its final ー
+        pieces.append(piece)
+        i = end
+    return pieces
 
 
 def candidates(
@@ -292,7 +331,7 @@ def candidates(
         return found, [k for k in single if k not in found or len(found[k]) == 1]
     forms = japanese_forms(ctx)
     entries = dictionary.japanese(forms)
-    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    text = _japanese_text(ctx)
     kept, left_out = _longest(_JAPANESE_RUN.findall(text), set(entries))
     units: dict[str, list[tuple[str, str, float]]] = {}
     if own_words > 0:
@@ -376,15 +415,14 @@ def _add_code_words(
 ) -> None:
     """Each name of code in the query becomes a unit of its own, searched as written (a
     phrase of its tokens) at ``weight``, beside its words' translations."""
-    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
-    for raw, phrase in code_words(text, hyphens=hyphens).items():
+    for raw, phrase in code_words(_query_text(ctx), hyphens=hyphens).items():
         units.setdefault(raw, [(raw, phrase, weight)])
 
 
 def english_words(ctx: QueryContext) -> dict[str, str]:
     """The English query's words as written, by their word-leg token (``reactiv`` ->
     ``Reactivity``): what a transliteration reads."""
-    text = normalize(" ".join(text for text, _ in ctx.query.positive_parts))
+    text = _query_text(ctx)
     out: dict[str, str] = {}
     for raw in _LATIN_WORD.findall(text):
         found = words.tokens(raw.lower(), drop_stop_words=True)

@@ -42,6 +42,13 @@ from groove_core.query import normalize
 MIN_LENGTH = 3
 #: Classes a key needs to match anything; from FUZZY_FROM, one edit is allowed.
 MIN_KEY = 3
+#: The longest key a word is matched by (``incomprehensibilities``: 12 classes): a longer
+#: run is no loanword, and its one-edit neighbours cost its length squared (a note or a
+#: query of one 16,000-letter word took 100 MB).
+MAX_KEY = 24
+#: The longest English word sounded out: a longer one is no loanword (and spelling out its
+#: sounds costs its length squared: a note of one 80,000-letter word took 6 s).
+MAX_LETTERS = 64
 FUZZY_FROM = 6
 #: Similarity of a key one edit away (an exact key: up to 1).
 FUZZY = 0.7
@@ -228,7 +235,7 @@ def english_sounds(word: str) -> list[list[Sound]]:
     """The sounds an English word may have (its ambiguous letters, and a plural's singular,
     give several spellings), the likeliest first; empty for anything but a Latin word."""
     word = word.lower()
-    if not _LATIN.fullmatch(word):
+    if len(word) > MAX_LETTERS or not _LATIN.fullmatch(word):
         return []
     found: dict[str, list[Sound]] = {}
     for form in filter(None, (word, singular(word))):
@@ -328,7 +335,7 @@ class KatakanaTable:
         by_key: dict[str, list[str]] = defaultdict(list)
         for found in df:
             key = katakana_key(found)
-            if len(key) >= MIN_KEY:
+            if MIN_KEY <= len(key) <= MAX_KEY:
                 by_key[key].append(found)
         near = _near_index(by_key)
         return cls(dict(df), dict(by_key), near, chunks, time.process_time() - started)
@@ -362,7 +369,7 @@ class KatakanaTable:
         opens = _opens_with_vowel(word)
         for rank, sounds in enumerate(english_sounds(word)):
             key = "".join(cls for cls, _ in sounds)
-            if len(key) < MIN_KEY:
+            if not MIN_KEY <= len(key) <= MAX_KEY:
                 continue
             first = 1.0 - 0.05 * rank  # a later spelling of the word is a little less likely
             for found in self.by_key.get(key, ()):
@@ -397,7 +404,11 @@ def _for_katakana(text: str) -> str:
 
 def _english_words(text: str) -> list[str]:
     """A text's words to sound out, lower-cased: not an identifier nor an acronym."""
-    return [w.lower() for w in _ENGLISH_WORD.findall(text) if transliterable(w)]
+    return [
+        w.lower()
+        for w in _ENGLISH_WORD.findall(text)
+        if len(w) <= MAX_LETTERS and transliterable(w)
+    ]
 
 
 def _counted(
@@ -464,7 +475,7 @@ class EnglishTable:
         by_key: dict[str, list[tuple[str, int]]] = defaultdict(list)
         for word in df:
             for rank, key in enumerate(english_keys(word)):
-                if len(key) >= MIN_KEY:
+                if MIN_KEY <= len(key) <= MAX_KEY:
                     by_key[key].append((word, rank))
         near = _near_index(by_key)
         return cls(dict(df), dict(by_key), near, chunks, time.process_time() - started)
@@ -474,7 +485,7 @@ class EnglishTable:
         (ties: the more chunks, then the word)."""
         sounds = katakana_sounds(katakana)
         key = "".join(cls for cls, _ in sounds)
-        if len(key) < MIN_KEY:
+        if not MIN_KEY <= len(key) <= MAX_KEY:
             return []
         scores: dict[str, float] = {}
         for word, rank in self.by_key.get(key, ()):

@@ -309,3 +309,33 @@ def test_reading_a_querys_names_of_code_costs_in_proportion_to_its_length() -> N
             )
             < 24
         )
+
+
+def test_cutting_a_katakana_word_is_linear_and_never_recursion_deep() -> None:
+    # every cut tried in turn was exponential: テレビゲーム repeated, then a letter no word
+    # holds, took 10 s at 133 characters; a found word repeated 1,000 times recursed past
+    # Python's limit and failed the whole search
+    from groove_core.testing import cost_ratio
+
+    found = {"テレビ", "ゲーム", "テレビゲーム"}
+    assert plugin._katakana_pieces("テレビゲームテレビー", found) == ["テレビゲーム", "テレビ"]
+    assert plugin._katakana_pieces("テレビ" * 5_000, found) == ["テレビ"] * 5_000
+    short, long = "テレビゲーム" * 20 + "ヅ", "テレビゲーム" * 160 + "ヅ"
+    assert plugin._katakana_pieces(long, found) == []
+    ratio = cost_ratio(
+        lambda: plugin._katakana_pieces(long, found), lambda: plugin._katakana_pieces(short, found)
+    )
+    assert ratio < 24, ratio
+
+
+def test_a_huge_query_reads_a_bounded_part_of_itself(tmp_path: Path, jmdict: Path) -> None:
+    # a quoted phrase of thousands of words is one term, and a kanji run of 16,000
+    # characters gives eight forms a character: the leg reads as much as it can search
+    japanese = open_kb(_kb(tmp_path / "ja", JAPANESE, jmdict))
+    phrase = '"' + " ".join(f"word{i}" for i in range(2_000)) + '"'
+    _, _, ctx = japanese.search_explained(phrase)
+    assert len(plugin.english_units(ctx)) <= 3 * 48
+    english = open_kb(_kb(tmp_path / "en", ENGLISH, jmdict))
+    _, _, ctx = english.search_explained("状態管理" * 4_000)
+    forms = plugin.japanese_forms(ctx)
+    assert forms and len(forms) <= 8 * plugin.MAX_JAPANESE_READ

@@ -206,3 +206,24 @@ def test_an_edit_that_keeps_the_chunk_count_is_seen_by_a_long_lived_app(
     )
     app.index()  # the same number of chunks as before
     assert _paths(app, _leg(app, "hydration")) == ["garden.md"]
+
+
+def test_a_word_past_the_longest_key_is_matched_by_nothing_and_costs_little() -> None:
+    # a word's one-edit neighbours cost its key's length squared: one 16,000-letter word
+    # took 100 MB; no loanword's key is that long
+    from groove_core.testing import cost_ratio
+
+    table = KatakanaTable.build(["コンポーネント と " + "コンポ" * 500])
+    assert table.matches("component") == [("コンポーネント", 1.0)]
+    long = "kompozabul" * 1_600
+    assert table.matches(long) == []
+    ratio = cost_ratio(lambda: table.matches(long), lambda: table.matches("kompozabul" * 200))
+    assert ratio < 24, ratio
+    # the English table of a note holding such a word: 6 s at 80,000 letters
+    note = "component " + "kompozabul" * 8_000
+    assert EnglishTable.build([note]).df == {"component": 1}
+    ratio = cost_ratio(
+        lambda: EnglishTable.build([note]),
+        lambda: EnglishTable.build(["component " + "kompozabul" * 1_000]),
+    )
+    assert ratio < 24, ratio
