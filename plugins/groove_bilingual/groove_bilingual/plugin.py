@@ -326,7 +326,6 @@ def candidates(
         if own_words > 0:
             for key in single:
                 found[key] = [*found.get(key, []), (key, key, own_words)]
-        if own_words > 0:
             _add_code_words(ctx, found, own_words, hyphens=False)
         return found, [k for k in single if k not in found or len(found[k]) == 1]
     forms = japanese_forms(ctx)
@@ -372,9 +371,9 @@ _LATIN_TOKEN = re.compile(r"[0-9]*[a-z\u00c0-\u024f][0-9a-z\u00c0-\u024f]*")
 
 
 #: A written name of code: words joined by ``.``, ``-``, ``:``, ``/`` or ``#`` (``app.use``,
-#: ``v-if``, ``eslint-plugin-vue``).
-#: (Tried only where a word begins, and taken whole, possessively: linear in the query's
-#: length, never a cut inside a word of accented letters. ``std::vector`` joins with two.)
+#: ``v-if``, ``eslint-plugin-vue``, ``std::vector``). Tried only where a word begins and
+#: taken whole, possessively: linear in the query's length, never cut inside a word of
+#: accented letters.
 _CODE_WORD = re.compile(
     r"(?<![A-Za-z0-9_$@\u00c0-\u024f])[A-Za-z0-9_$@]++(?:[.\-:/#]++[A-Za-z0-9_$@]++)++"
     r"(?![\u00c0-\u024f])"
