@@ -51,7 +51,7 @@ from groove_core.model_cache import cache_root
 from groove_core.query import normalize
 
 #: The derived table's format: change it with any change to what :func:`convert` writes.
-FORMAT = 2
+FORMAT = 3
 #: The weight of a form without a JMdict priority tag.
 UNCOMMON = 0.5
 #: The factor of a katakana headword (a loanword, as technical Japanese writes them).
@@ -80,6 +80,11 @@ _RARE_FORMS = frozenset(
 )
 _KATAKANA = re.compile("[\u30a1-\u30fa\u30fc-\u30ff]+")
 _BRACKETS = re.compile(r"\([^()]*\)")
+#: A gloss's placeholders for a verb's object or subject (``way to use something``, ``to
+#: lose one's temper``): no query writes them.
+_PLACEHOLDERS = re.compile(
+    r"\b(?:some(?:thing|one|body)(?:'s)?|oneself|one's|one another)\b", re.IGNORECASE
+)
 _SOURCE_NAME = "jamdict.db"
 
 Progress = Callable[[str], None]
@@ -137,7 +142,8 @@ def gloss_key(gloss: str) -> str | None:
     text = _BRACKETS.sub(" ", gloss)
     if text.lower().startswith("to "):
         text = text[3:]
-    found = _tokens(text)
+    # a gloss that is all placeholder (``something``) keeps it
+    found = _tokens(_PLACEHOLDERS.sub(" ", text)) or _tokens(text)
     if not found or len(found) > MAX_GLOSS_TOKENS:
         return None
     return " ".join(found)
@@ -230,10 +236,6 @@ def _read(
             weight = sense * (1.0 if prioritized else UNCOMMON) * (VARIANT if position else 1.0)
             ja[normalize(text)][key] = max(ja[normalize(text)].get(key, 0.0), weight)
     return en, ja
-
-
-def _normalised(weights: dict[str, float] | dict[tuple[str, str], float]) -> float:
-    return max(weights.values(), default=1.0)
 
 
 def convert(source: Path, target: Path, progress: Progress = _stderr) -> None:

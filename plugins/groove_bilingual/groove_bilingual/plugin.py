@@ -57,6 +57,10 @@ MAX_FORM = 8
 MAX_JAPANESE_READ = 4_000
 #: A translation in more than this share of the chunks ranks nothing (bm25's IDF is 0).
 COMMON_SHARE = 0.5
+#: The least dictionary weight of a run of words' translation that stands for its words:
+#: an untagged form in its entry's first two senses (0.5 / sqrt(2) is 0.354; the third
+#: sense's, 0.289, is not enough).
+PHRASE_WEIGHT = 0.3
 #: Chunks fetched per translation: its best-ranked ones, enough to fill the leg.
 MIN_FETCH = 100
 
@@ -545,6 +549,37 @@ def choose(
     return out
 
 
+def phrases_first(chosen: dict[str, list[Choice]]) -> dict[str, list[Choice]]:
+    """The chosen units less those inside a longer chosen run of words whose translation
+    the dictionary gives in an entry's first senses (its weight at least PHRASE_WEIGHT):
+    ``internet explorer`` found as インターネット・エクスプローラ is not searched again as
+    ``internet`` and ``explorer`` (探索: エコシステムを探索する), as the Japanese direction
+    reads a run longest first. A run given only in a late sense of an uncommon word
+    (``commonly used`` -> 熟す, "to ripen") leaves its words as they were."""
+    runs = sorted(
+        (u for u in chosen if " " in u and max(c.weight for c in chosen[u]) >= PHRASE_WEIGHT),
+        key=lambda u: -len(u.split(" ")),
+    )
+    covering: list[list[str]] = []
+    out = dict(chosen)
+    for unit in runs:
+        tokens = unit.split(" ")
+        if any(_inside(tokens, longer) for longer in covering):
+            del out[unit]  # inside a longer run already kept
+        else:
+            covering.append(tokens)
+    for unit in list(out):
+        if " " not in unit and any(unit in longer for longer in covering):
+            del out[unit]
+    return out
+
+
+def _inside(tokens: list[str], longer: list[str]) -> bool:
+    """Whether ``tokens`` lie side by side in ``longer``."""
+    size = len(tokens)
+    return any(longer[i : i + size] == tokens for i in range(len(longer) - size + 1))
+
+
 def _katakana_counts(ctx: QueryContext, index: Any) -> Callable[[str], int | None]:
     """A katakana headword's own chunk count, from the KB's katakana table: reached (and
     made, once per index state) only when a query has such a headword to count."""
@@ -598,6 +633,11 @@ def search(ctx: QueryContext) -> LegResult | None:
         df, chunks = index.rows(sorted(more))
     holding = _katakana_counts(ctx, index) if script == "other" else None
     chosen = choose(units, df, chunks, settings.translations, holding)
+    inside = []
+    if script == "other":
+        runs_first = phrases_first(chosen)
+        inside = [unit for unit in chosen if unit not in runs_first]
+        chosen = runs_first
     meta: dict[str, Any] = {
         "notes_japanese": round(share, 2),
         "translations": [
@@ -607,6 +647,8 @@ def search(ctx: QueryContext) -> LegResult | None:
     }
     if sounds:
         meta["transliterated"] = sounds
+    if inside:
+        meta["inside_runs"] = inside  # searched through the run of words that holds them
     unused = [u for u in units if u not in chosen and " " not in u and not _CODE_WORD.fullmatch(u)]
     if lacking or unused:
         meta["untranslated"] = list(dict.fromkeys([*lacking, *unused]))

@@ -23,6 +23,7 @@ ENTRIES = [
     (9, [], ["プロパティ"], [["property (programming)"]], []),
     (10, ["宇宙船"], ["うちゅうせん"], [["spaceship"]], []),
     (11, [], ["コース"], [["course", "route"]], ["ichi1"]),
+    (12, ["植物園"], ["しょくぶつえん"], [["botanical garden"]], ["news1"]),
 ]
 
 SCHEMA = """

@@ -16,6 +16,11 @@ def test_glosses_become_word_leg_keys() -> None:
     assert dictionary.gloss_key("to embed") == "emb"
     assert dictionary.gloss_key("property (programming)") == "properti"
     assert dictionary.gloss_key("a state of the art way of computing") is None  # 4 tokens: too long
+    # a verb's placeholder object is no word of a query (使い方: "way to use something")
+    assert dictionary.gloss_key("way to use something") == "way use"
+    assert dictionary.gloss_key("to lose one's temper") == "lose temper"
+    assert dictionary.gloss_key("to look after somebody") == "look"
+    assert dictionary.gloss_key("something") == "someth"  # all placeholder: kept
     assert dictionary.form_term("コンポーネント") == "コン ンポ ポー ーネ ネン ント"
     assert dictionary.form_term("埋め込む") == "埋 込"
     assert dictionary.form_term("うめこむ") is None  # hiragana: no word-leg token

@@ -270,6 +270,28 @@ def test_a_translation_holding_a_chosen_one_takes_no_place() -> None:
     assert [c.shown for c in chosen["basic"]] == ["基本", "基礎"]
 
 
+def test_a_run_of_words_translated_as_one_stands_for_its_words(
+    tmp_path: Path, jmdict: Path
+) -> None:
+    notes = {**JAPANESE, "botanic.md": "# 植物園\n\n温室には熱帯の花があります。\n"}
+    app = open_kb(_kb(tmp_path, notes, jmdict))
+    leg = _legs(app, "botanical garden")["bilingual"]
+    # garden alone (庭) is not searched again: the run's translation holds it
+    assert leg.meta["translations"] == ["botan garden: 植物園 1 (df 1)"]
+    assert leg.meta["inside_runs"] == ["garden"]
+    assert _paths(app, leg) == ["botanic.md"]
+    assert "inside_runs" not in _legs(app, "garden care")["bilingual"].meta
+
+
+def test_a_run_given_only_in_a_late_sense_leaves_its_words_alone() -> None:
+    run = plugin.Choice("熟す", "熟", 0.5 / 3**0.5, 2)  # "to be in common use", 3rd sense
+    word = plugin.Choice("使用", "使用", 1.0, 40)
+    chosen = {"common use": [run], "use": [word], "common": [word]}
+    assert plugin.phrases_first(chosen) == chosen
+    strong = {**chosen, "common use": [plugin.Choice("常用", "常用", 1.0, 3)]}
+    assert list(plugin.phrases_first(strong)) == ["common use"]
+
+
 def test_reading_a_long_japanese_query_costs_in_proportion_to_its_length() -> None:
     # A query holds up to 16,000 characters; a cut that looked at every katakana word for
     # every position took 6 s for one such query over English notes (quadratic).
