@@ -51,7 +51,7 @@ from groove_core.model_cache import cache_root
 from groove_core.query import normalize
 
 #: The derived table's format: change it with any change to what :func:`convert` writes.
-FORMAT = 3
+FORMAT = 4
 #: The weight of a form without a JMdict priority tag.
 UNCOMMON = 0.5
 #: The factor of a katakana headword (a loanword, as technical Japanese writes them).
@@ -136,6 +136,14 @@ def _tokens(text: str) -> list[str]:
     return words.tokens(normalize(text).lower(), drop_stop_words=True)
 
 
+def _noun_of(form: str, known: set[str]) -> str | None:
+    """The noun a ``-的`` adjective is made of, where the dictionary has it as a word of its
+    own (基礎的 "basic" -> 基礎, which JMdict glosses only "foundation; basis"; 目的 is no
+    目 + 的: a one-character stem is none), else None."""
+    stem = form[:-1]
+    return stem if form.endswith("的") and len(stem) >= 2 and stem in known else None
+
+
 def gloss_key(gloss: str) -> str | None:
     """A gloss as an English query's word-leg tokens (``to embed`` -> ``embed``, brackets
     out), or None when it has none or more than :data:`MAX_GLOSS_TOKENS`."""
@@ -195,6 +203,7 @@ def _read(
             if notes and set(notes.split("|")) & _RARE_FORMS:
                 continue
             into[idseq].append((text, bool(prioritized), len(into[idseq])))
+    known = {text for into in (forms, readings) for found in into.values() for text, *_ in found}
     progress("read the headwords")
     total = db.execute("SELECT count(*) FROM SenseGloss WHERE lang = 'eng'").fetchone()[0]
     en: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
@@ -229,6 +238,10 @@ def _read(
             if term is not None:
                 pair = (text, term)
                 en[key][pair] = max(en[key].get(pair, 0.0), weight)
+            stem = _noun_of(text, known)
+            if stem is not None and (term := form_term(stem)) is not None:
+                # notes write the noun where the dictionary glosses the adjective
+                en[key][(stem, term)] = max(en[key].get((stem, term), 0.0), weight)
         # A Japanese query writes the kanji forms, or katakana (a reading in hiragana of a
         # word with kanji forms would match inside other words' kana).
         kana = [f for f in spoken if not written or _KATAKANA.fullmatch(f[0])]
