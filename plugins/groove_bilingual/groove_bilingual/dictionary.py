@@ -405,13 +405,20 @@ class Dictionary:
 
 _lock = threading.Lock()
 _opened: dict[Path, Dictionary] = {}
+_by_setting: dict[tuple[str | None, Path | None], Dictionary] = {}
 
 
 def open_dictionary(
     configured: str | None = None, root: Path | None = None, progress: Progress = _stderr
 ) -> Dictionary:
     """The derived table for the configured (or installed) JMdict: checked once per
-    process, converted first when missing, rebuilt when it fails a check."""
+    process, converted first when missing, rebuilt when it fails a check. Later calls for
+    the same setting return it at once (locating the package and reading the source
+    file's size took 0.4 ms a query)."""
+    key = (configured, root)
+    found = _by_setting.get(key)
+    if found is not None:
+        return found
     source = source_path(configured)
     try:
         target = cache_file(source, root)
@@ -420,6 +427,7 @@ def open_dictionary(
     with _lock:
         found = _opened.get(target)
         if found is not None:
+            _by_setting[key] = found
             return found
         try:
             check(target)
@@ -436,7 +444,7 @@ def open_dictionary(
                 raise ConfigError(
                     f"the JMdict cache {target} could not be written: {err2}"
                 ) from None
-        found = _opened[target] = Dictionary(target)
+        found = _opened[target] = _by_setting[key] = Dictionary(target)
         return found
 
 
@@ -456,3 +464,4 @@ def forget() -> None:
     """Drop this process's opened tables (tests)."""
     with _lock:
         _opened.clear()
+        _by_setting.clear()
