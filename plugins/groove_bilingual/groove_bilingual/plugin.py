@@ -649,7 +649,11 @@ def search(ctx: QueryContext) -> LegResult | None:
         meta["transliterated"] = sounds
     if inside:
         meta["inside_runs"] = inside  # searched through the run of words that holds them
-    unused = [u for u in units if u not in chosen and " " not in u and not _CODE_WORD.fullmatch(u)]
+    unused = [
+        u
+        for u in units
+        if u not in chosen and u not in inside and " " not in u and not _CODE_WORD.fullmatch(u)
+    ]
     if lacking or unused:
         meta["untranslated"] = list(dict.fromkeys([*lacking, *unused]))
     if not chosen:

@@ -279,6 +279,7 @@ def test_a_run_of_words_translated_as_one_stands_for_its_words(
     # garden alone (庭) is not searched again: the run's translation holds it
     assert leg.meta["translations"] == ["botan garden: 植物園 1 (df 1)"]
     assert leg.meta["inside_runs"] == ["garden"]
+    assert "garden" not in leg.meta.get("untranslated", [])  # translated, through the run
     assert _paths(app, leg) == ["botanic.md"]
     assert "inside_runs" not in _legs(app, "garden care")["bilingual"].meta
 
