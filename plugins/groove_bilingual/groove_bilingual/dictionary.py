@@ -51,7 +51,7 @@ from groove_core.model_cache import cache_root
 from groove_core.query import normalize
 
 #: The derived table's format: change it with any change to what :func:`convert` writes.
-FORMAT = 4
+FORMAT = 5
 #: The weight of a form without a JMdict priority tag.
 UNCOMMON = 0.5
 #: The factor of a katakana headword (a loanword, as technical Japanese writes them).
@@ -136,7 +136,7 @@ def _tokens(text: str) -> list[str]:
     return words.tokens(normalize(text).lower(), drop_stop_words=True)
 
 
-def _noun_of(form: str, known: set[str]) -> str | None:
+def _noun_of(form: str, known: dict[str, bool]) -> str | None:
     """The noun a ``-的`` adjective is made of, where the dictionary has it as a word of its
     own (基礎的 "basic" -> 基礎, which JMdict glosses only "foundation; basis"; 目的 is no
     目 + 的: a one-character stem is none), else None."""
@@ -203,7 +203,11 @@ def _read(
             if notes and set(notes.split("|")) & _RARE_FORMS:
                 continue
             into[idseq].append((text, bool(prioritized), len(into[idseq])))
-    known = {text for into in (forms, readings) for found in into.values() for text, *_ in found}
+    known: dict[str, bool] = {}
+    for into in (forms, readings):
+        for found in into.values():
+            for text, prioritized, _ in found:
+                known[text] = known.get(text, False) or prioritized
     progress("read the headwords")
     total = db.execute("SELECT count(*) FROM SenseGloss WHERE lang = 'eng'").fetchone()[0]
     en: dict[str, dict[tuple[str, str], float]] = defaultdict(dict)
@@ -241,7 +245,9 @@ def _read(
             stem = _noun_of(text, known)
             if stem is not None and (term := form_term(stem)) is not None:
                 # notes write the noun where the dictionary glosses the adjective
-                en[key][(stem, term)] = max(en[key].get((stem, term), 0.0), weight)
+                # weighed as the adjective's sense, by the noun's own priority tags
+                own = (1.0 if known[stem] else UNCOMMON) * (VARIANT if position else 1.0) * sense
+                en[key][(stem, term)] = max(en[key].get((stem, term), 0.0), own)
         # A Japanese query writes the kanji forms, or katakana (a reading in hiragana of a
         # word with kanji forms would match inside other words' kana).
         kana = [f for f in spoken if not written or _KATAKANA.fullmatch(f[0])]

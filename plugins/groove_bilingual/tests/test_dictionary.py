@@ -42,10 +42,11 @@ def test_the_table_maps_english_words_to_weighted_headwords(jmdict: Path, cache:
     assert [w for w, _ in back["状態"]] == ["condit", "state"]
     assert "うめこむ" not in back  # a hiragana reading of a word written in kanji
     assert back["コンポーネント"] == [("compon", 0.5)]
-    # an adjective in -的 also gives its noun, where that is a word: notes write 基礎
-    # for "basics", which JMdict glosses only as 基礎的; 目的 is no 目 + 的
+    # an adjective in -的 also gives its noun, where that is a word, weighed by the noun's
+    # own priority (基礎 is common, 基礎的 is not): notes write 基礎 for "basics", which
+    # JMdict glosses only as 基礎的; 目的 is no 目 + 的
     basic = table.english(["basic", "purpos"])
-    assert basic["basic"] == [("基礎", "基礎", 0.5), ("基礎的", "基礎 礎的", 0.5)]
+    assert basic["basic"] == [("基礎", "基礎", 1.0), ("基礎的", "基礎 礎的", 0.5)]
     assert basic["purpos"] == [("目的", "目的", 1.0)]
 
 
