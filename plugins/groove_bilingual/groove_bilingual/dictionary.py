@@ -136,6 +136,12 @@ def _tokens(text: str) -> list[str]:
     return words.tokens(normalize(text).lower(), drop_stop_words=True)
 
 
+def _form_weight(prioritized: bool, position: int) -> float:
+    """A form's part of its weight: its priority (1, else UNCOMMON) and its position among
+    its entry's forms (a variant spelling: VARIANT)."""
+    return (1.0 if prioritized else UNCOMMON) * (VARIANT if position else 1.0)
+
+
 def _noun_of(form: str, known: dict[str, bool]) -> str | None:
     """The noun a ``-的`` adjective is made of, where the dictionary has it as a word of its
     own (基礎的 "basic" -> 基礎, which JMdict glosses only "foundation; basis"; 目的 is no
@@ -235,24 +241,25 @@ def _read(
         # The headwords a note writes: the kanji forms, or the kana of a kana-only word.
         heads = written or spoken
         for text, prioritized, position in heads:
-            weight = (1.0 if prioritized else UNCOMMON) * (VARIANT if position else 1.0)
             # a loanword's senses are the borrowed word's: its position says little
-            weight *= LOANWORD if _KATAKANA.fullmatch(text) else sense
+            weight = _form_weight(prioritized, position) * (
+                LOANWORD if _KATAKANA.fullmatch(text) else sense
+            )
             term = form_term(text)
             if term is not None:
                 pair = (text, term)
                 en[key][pair] = max(en[key].get(pair, 0.0), weight)
             stem = _noun_of(text, known)
             if stem is not None and (term := form_term(stem)) is not None:
-                # notes write the noun where the dictionary glosses the adjective
-                # weighed as the adjective's sense, by the noun's own priority tags
-                own = (1.0 if known[stem] else UNCOMMON) * (VARIANT if position else 1.0) * sense
+                # notes write the noun where the dictionary glosses the adjective: weighed
+                # as the adjective's sense, by the noun's own priority tags
+                own = _form_weight(known[stem], position) * sense
                 en[key][(stem, term)] = max(en[key].get((stem, term), 0.0), own)
         # A Japanese query writes the kanji forms, or katakana (a reading in hiragana of a
         # word with kanji forms would match inside other words' kana).
         kana = [f for f in spoken if not written or _KATAKANA.fullmatch(f[0])]
         for text, prioritized, position in [*written, *kana]:
-            weight = sense * (1.0 if prioritized else UNCOMMON) * (VARIANT if position else 1.0)
+            weight = sense * _form_weight(prioritized, position)
             ja[normalize(text)][key] = max(ja[normalize(text)].get(key, 0.0), weight)
     return en, ja
 

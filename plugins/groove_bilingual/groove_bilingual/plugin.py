@@ -560,24 +560,17 @@ def phrases_first(chosen: dict[str, list[Choice]]) -> dict[str, list[Choice]]:
         (u for u in chosen if " " in u and max(c.weight for c in chosen[u]) >= PHRASE_WEIGHT),
         key=lambda u: -len(u.split(" ")),
     )
-    covering: list[list[str]] = []
+    covering: list[str] = []
     out = dict(chosen)
     for unit in runs:
-        tokens = unit.split(" ")
-        if any(_inside(tokens, longer) for longer in covering):
+        if any(_holds(longer, unit) for longer in covering):
             del out[unit]  # inside a longer run already kept
         else:
-            covering.append(tokens)
+            covering.append(unit)
     for unit in list(out):
-        if " " not in unit and any(unit in longer for longer in covering):
+        if " " not in unit and any(_holds(longer, unit) for longer in covering):
             del out[unit]
     return out
-
-
-def _inside(tokens: list[str], longer: list[str]) -> bool:
-    """Whether ``tokens`` lie side by side in ``longer``."""
-    size = len(tokens)
-    return any(longer[i : i + size] == tokens for i in range(len(longer) - size + 1))
 
 
 def _katakana_counts(ctx: QueryContext, index: Any) -> Callable[[str], int | None]:
