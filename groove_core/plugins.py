@@ -99,6 +99,10 @@ class PluginInfo:
     #: The file loaders it contributes (``groove_loaders``), each as
     #: ``name/version: .ext, ...`` (the types it claims under this configuration).
     loaders: tuple[str, ...] = ()
+    #: Its distribution's licence, as its metadata says it (``License-Expression``, else
+    #: the first line of ``License``): a plugin that ships or derives data under a licence
+    #: of its own names it there (``Apache-2.0 AND CC-BY-SA-4.0``).
+    licence: str = ""
 
     @property
     def status_text(self) -> str:
@@ -120,6 +124,7 @@ class PluginInfo:
             "off_by_default": self.off_by_default,
             "embedders": list(self.embedders),
             "loaders": list(self.loaders),
+            "licence": self.licence,
         }
 
 
@@ -617,23 +622,40 @@ def _load_entry_points(plugins: Plugins) -> None:
     ):
         dist = ep.dist.name if ep.dist is not None else "?"
         version = ep.dist.version if ep.dist is not None else "?"
+        # the row as it starts: what a failure or success below changes is said with it
+        row = PluginInfo(ep.name, dist, version, (), "disabled", licence=_licence(ep.dist))
         if pm.is_blocked(ep.name):
-            plugins.infos.append(PluginInfo(ep.name, dist, version, (), "disabled"))
+            plugins.infos.append(row)
             continue
         if pm.has_plugin(ep.name):
             reason = f"name {ep.name!r} is already taken by another plugin"
-            plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", reason))
+            plugins.infos.append(replace(row, status="failed", reason=reason))
             continue
         try:
             hooks = _register(pm, ep.load(), ep.name)
         except _UnknownHookError as err:
-            plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", str(err)))
+            plugins.infos.append(replace(row, status="failed", reason=str(err)))
             continue
         except Exception as err:  # a broken plugin must not take groove down with it
             reason = f"{type(err).__name__}: {err}"
-            plugins.infos.append(PluginInfo(ep.name, dist, version, (), "failed", reason))
+            plugins.infos.append(replace(row, status="failed", reason=reason))
             continue
-        plugins.infos.append(PluginInfo(ep.name, dist, version, hooks, "enabled"))
+        plugins.infos.append(replace(row, hooks=hooks, status="enabled"))
+
+
+#: The longest licence text ``groove plugins list`` shows (metadata is the plugin's say).
+MAX_LICENCE = 80
+
+
+def _licence(dist: importlib.metadata.Distribution | None) -> str:
+    """A distribution's licence from its metadata: its SPDX ``License-Expression``, else
+    the first line of its free-text ``License``; "" when it says none."""
+    if dist is None:
+        return ""
+    meta = dist.metadata
+    found = meta.get_all("License-Expression") or meta.get_all("License") or [""]
+    lines = str(found[0]).strip().splitlines()
+    return lines[0][:MAX_LICENCE] if lines else ""
 
 
 def _validate(plugins: Plugins) -> None:

@@ -448,3 +448,22 @@ def test_plugins_list_names_a_plugin_whose_config_hook_fails() -> None:
     assert {"fts", "sections"} <= {i.name for i in infos}
     assert problem is not None
     assert "the plugin 'sections'" in problem and "groove_config_sections: KeyError" in problem
+
+
+def test_a_plugins_licence_is_read_from_its_metadata() -> None:
+    import email.message
+
+    from groove_core.plugins import MAX_LICENCE, _licence
+
+    class Dist:
+        def __init__(self, **fields: str) -> None:
+            self.metadata = email.message.Message()
+            for key, value in fields.items():
+                self.metadata[key.replace("_", "-")] = value
+
+    assert _licence(Dist(License_Expression="MIT AND CC-BY-4.0", License="ignored")) == (
+        "MIT AND CC-BY-4.0"
+    )
+    assert _licence(Dist(License="BSD\nthe whole text\nof it")) == "BSD"  # its first line
+    assert _licence(Dist(License="x" * 500)) == "x" * MAX_LICENCE
+    assert _licence(Dist()) == "" and _licence(None) == ""

@@ -621,6 +621,8 @@ def plugins_list(kb: Path, config_path: Path | None, as_json: bool) -> None:
             last += f"  embedders: {', '.join(info.embedders)}"
         if info.loaders:
             last += f"  loaders: {'; '.join(info.loaders)}"
+        if info.licence:
+            last += f"  licence: {info.licence}"
         # Names and versions come from installed distributions' metadata: untrusted too.
         cells = [info.name, info.distribution, info.version, f"[{info.status_text}]", last]
         rows.append([printable(cell) for cell in cells])

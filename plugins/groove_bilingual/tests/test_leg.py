@@ -52,6 +52,8 @@ def test_the_plugin_is_discovered_through_its_entry_point() -> None:
     assert (info.distribution, info.status) == ("groove-bilingual", "enabled")
     assert info.hooks == ("groove_config_sections", "groove_legs", "groove_stage_switches")
     assert (info.stages, info.off_by_default) == (("bilingual",), False)
+    # the JMdict data it derives is CC BY-SA: groove plugins list says so
+    assert info.licence == "Apache-2.0 AND CC-BY-SA-4.0"
 
 
 def test_an_english_query_finds_a_japanese_note_by_a_dictionary_word(
